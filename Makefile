@@ -1,0 +1,31 @@
+# The two commands of the README:
+#   make chaos  - the suites against the built-in reference clients on the local backend, then the report
+#   make test   - the project's own tests
+# Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+PYTEST  := $(VENV)/bin/pytest
+FH      := $(VENV)/bin/failover-harness
+JOBS    ?= 2
+
+.PHONY: setup test chaos lint bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup
+	$(PYTEST) -n $(JOBS) tests
+
+chaos: setup
+	$(FH) run --backend local suites; status=$$?; $(FH) report; exit $$status
+
+lint: setup
+	$(VENV)/bin/ruff check harness tests suites benchmarks
+
+bench: setup
+	$(PY) benchmarks/topology.py
+
+clean:
+	-$(FH) down --all
+	rm -rf reports/allure-results reports/allure-report
