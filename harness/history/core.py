@@ -7,10 +7,12 @@ client under test line up. ``wall`` on the history maps that clock to wall time 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -58,7 +60,8 @@ class History:
     def record(self, type: str, t: float | None = None, **fields: Any) -> Event:
         """Append one event and return it. Thread-safe; indices are dense and in append order."""
         with self._lock:
-            event = Event(len(self._events), time.monotonic() if t is None else float(t), type, fields)
+            index = self._events[-1].index + 1 if self._events else 0
+            event = Event(index, time.monotonic() if t is None else float(t), type, fields)
             self._events.append(event)
             listeners = list(self._listeners)
         for listener in listeners:
@@ -69,6 +72,33 @@ class History:
         """Append several ``(type, t, fields)`` observations in order."""
         for type_, t, fields in events:
             self.record(type_, t, **fields)
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event], meta: dict[str, Any] | None = None) -> History:
+        """A history holding ``events`` as they are (their ``index`` and ``t`` are kept), ordered by
+        index; later :meth:`record` calls continue after the highest index. Used to load a saved
+        history (``harness.history.store``) and to build synthetic histories for checker tests."""
+        history = cls(meta)
+        ordered = sorted(events, key=lambda e: e.index)
+        for before, after in zip(ordered, ordered[1:], strict=False):
+            if before.index == after.index:
+                raise ValueError(f"two events share index {after.index}")
+        history._events = ordered
+        return history
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the history as JSON lines (header with ``meta``, then one event per line); see
+        :func:`harness.history.store.save_jsonl`."""
+        from harness.history.store import save_jsonl
+
+        return save_jsonl(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> History:
+        """Read a history saved by :meth:`save`; see :func:`harness.history.store.load_jsonl`."""
+        from harness.history.store import load_jsonl
+
+        return load_jsonl(path)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` for every later event; returns a function that unsubscribes."""

@@ -1,0 +1,164 @@
+"""``up``, ``status``, ``fault`` and ``down``: bring topologies up, drive them, tear them down.
+
+The JSON printed by ``--json`` is a contract (scripts rely on it): keep the keys stable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.topology.local import TOPOLOGIES, LocalTopology
+from harness.topology.run import down_all, down_run, run_path
+
+
+def _progress(enabled: bool):
+    def say(msg: str) -> None:
+        if enabled:
+            print(f"[failover-harness] {msg}", file=sys.stderr, flush=True)
+    return say
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start a topology; with --detach print its description and leave it running."""
+    if args.topology not in TOPOLOGIES:
+        raise ConfigError(f"unknown topology {args.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
+    links = None
+    if args.proxy:
+        from harness.faults.wiring import start_proxied_links
+
+        links = start_proxied_links(detached=args.detach)
+    topo = LocalTopology(nodes=TOPOLOGIES[args.topology], mode=args.mode, mirror_readable=args.mirror_readable,
+                         topology=args.topology, detached=args.detach, links=links,
+                         progress=_progress(not args.json or not args.detach))
+    topo.up()
+    desc = topo.describe()
+    if args.json:
+        print(json.dumps(desc), flush=True)
+    else:
+        _print_human(desc)
+    if args.detach:
+        return 0
+    print("[failover-harness] running; press Ctrl-C to tear down", file=sys.stderr, flush=True)
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop["now"]:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        topo.down()
+        print("[failover-harness] torn down", file=sys.stderr, flush=True)
+    return 0
+
+
+def _print_human(desc: dict[str, Any]) -> None:
+    print(f"run {desc['run']}: {desc['topology']} ({desc['mode']}, mirror readable: {desc['mirror_readable']})")
+    for n in desc["nodes"]:
+        print(f"  {n['name']:4} {n['role']:9} {n['state']:8} client {n['client_address']:22} "
+              f"server {n['server_address']:22} {n['dsn']}")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print a run's current roles and addresses."""
+    topo = LocalTopology.attach(args.run)
+    desc = topo.describe()
+    if args.json:
+        print(json.dumps(desc))
+    else:
+        _print_human(desc)
+    return 0
+
+
+NODE_ACTIONS = ("stop", "start", "kill", "pause", "resume")
+ROLE_ACTIONS = ("switchover", "failover", "rejoin")
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    """Apply one fault or role operation to a running topology and report how long it took."""
+    topo = LocalTopology.attach(args.run)
+    action = args.action
+    if action in ROLE_ACTIONS:
+        result = getattr(topo, action)(args.node) if args.node else getattr(topo, action)()
+    elif action in NODE_ACTIONS:
+        if not args.node:
+            raise ConfigError(f"'fault {action}' needs a node name, e.g. 'fault --run {args.run} {action} n1'")
+        if action == "stop":
+            result = topo.stop(args.node, mode=args.mode)
+        elif action == "pause":
+            result = topo.pause(args.node, scope=args.scope)
+        else:
+            result = getattr(topo, action)(args.node)
+    else:
+        from harness.faults.cli import apply_network_fault  # partition / latency / heal
+
+        result = apply_network_fault(topo, args)
+    out = result.to_dict()
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{out['fault']} {out['node'] or ''} took {out['seconds']:.3f} s; principal is {out['principal']}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Tear down one run, or every run on this machine (also those of crashed processes)."""
+    if args.all:
+        result = down_all()
+        for run_id, pids in result.items():
+            print(f"down {run_id}: killed {len(pids)} process(es)")
+        if not result:
+            print("no runs")
+        return 0
+    if not args.run:
+        raise ConfigError("say which run to tear down: 'down --run ID' or 'down --all'")
+    pids = down_run(run_path(args.run))
+    print(f"down {args.run}: killed {len(pids)} process(es)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add up / status / fault / down."""
+    p = sub.add_parser("up", help="start a topology (pair or group of local PostgreSQL servers)")
+    p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
+    p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")
+    p.add_argument("--mirror-readable", action="store_true", help="hot standby (default: rejects logins)")
+    p.add_argument("--no-proxy", dest="proxy", action="store_false",
+                   help="clients reach servers directly (no fault proxy in front)")
+    p.add_argument("--detach", action="store_true", help="leave it running in the background and exit")
+    p.add_argument("--json", action="store_true", help="print one JSON object describing the run")
+    p.set_defaults(func=cmd_up, proxy=True)
+
+    p = sub.add_parser("status", help="show a run's nodes and roles")
+    p.add_argument("--run", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("fault", help="apply a fault or role operation to a run",
+                       description="actions: switchover, failover, rejoin [NODE]; stop|start|kill|pause|resume NODE; "
+                                   "partition NODE [--how blackhole|refuse|reset]; latency NODE MS; heal")
+    p.add_argument("--run", required=True)
+    p.add_argument("action", help="switchover, failover, rejoin, stop, start, kill, pause, resume, "
+                                  "partition, latency, heal")
+    p.add_argument("node", nargs="?", help="node name (n1, n2, ...)")
+    p.add_argument("value", nargs="?", help="latency in ms")
+    p.add_argument("--mode", default="fast", choices=["fast", "immediate", "smart"], help="stop mode")
+    p.add_argument("--scope", default="postmaster", choices=["postmaster", "all"], help="pause scope")
+    p.add_argument("--how", default="blackhole", choices=["blackhole", "refuse", "reset"], help="partition kind")
+    p.add_argument("--jitter", type=float, default=0.0, help="latency jitter in ms")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fault)
+
+    p = sub.add_parser("down", help="tear down a run (or --all runs on this machine)")
+    p.add_argument("--run")
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(func=cmd_down)

@@ -1,0 +1,357 @@
+"""Per-session state the proxy tracks so that a session can be moved to a new principal (PER-1,
+PER-2) or refused with the right reason (PER-4..PER-8).
+
+Transactional state (GUCs set with SET, temporary tables, WITH HOLD cursors, LISTEN channels) is
+kept in two layers: ``committed`` and a copy-on-write ``pending`` layer for the transaction in
+progress, merged when the server reports the transaction ended with a commit and dropped on a
+rollback. Prepared statements are not transactional in PostgreSQL and are applied at once.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import protocol as pq
+from .sqlstate import Effect, classify, split_statements
+
+# ParameterStatus names that are not session settings (never replayed).
+NOT_SETTABLE = frozenset({
+    "server_version", "server_encoding", "integer_datetimes", "is_superuser", "in_hot_standby",
+    "session_authorization", "scram_iterations",
+})
+
+
+@dataclass
+class TxState:
+    """The transactional part of session state."""
+
+    gucs: dict[str, str] = field(default_factory=dict)  # GUC name -> SET statement text
+    temp_tables: set[str] = field(default_factory=set)
+    hold_cursors: set[str] = field(default_factory=set)
+    cursors: set[str] = field(default_factory=set)  # without HOLD: live until the transaction ends
+    listens: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Pending:
+    """One client request in flight, in protocol order; answered by the backend in the same order."""
+
+    kind: str  # 'P','B','D','E','C','S','Q','F'
+    name: str = ""
+    raw: bytes = b""
+    statements: list[Any] = field(default_factory=list)  # for 'Q' and 'E': Statement objects
+    index: int = 0  # for 'Q': next statement to be completed
+
+
+class SessionState:
+    """Everything the proxy knows about one session (PER-2 replay data, PER-5..8 blockers)."""
+
+    def __init__(self, startup: dict[str, str]) -> None:
+        self.startup = dict(startup)
+        self.committed = TxState()
+        self.pending_tx: TxState | None = None
+        self.prepared_parse: dict[str, bytes] = {}  # protocol-level named statements: Parse message
+        self.prepared_sql: dict[str, str] = {}  # SQL PREPARE name -> statement text
+        self.unnamed_parse: bytes | None = None
+        self.statement_sql: dict[str, str] = {"": ""}  # statement name -> SQL (to classify Execute)
+        self.portal_sql: dict[str, str] = {}
+        self.reported: dict[str, str] = {}  # last ParameterStatus values
+        self.txn_status = "I"
+        self.inflight: deque[Pending] = deque()
+        self.unsynced = False  # extended-protocol messages sent without Sync yet
+        self.copy_in_progress = False
+        self.rows_started = False  # DataRow delivered for a result not yet complete (PER-6)
+        self.cycle_error = False
+        self.last_tag = ""
+        self.snapshot_gucs: dict[str, str] = {}  # from pg_settings at a planned drain
+        self.counters = {"statements": 0, "replays": 0}
+
+    # ----------------------------------------------------------------------- views
+    @property
+    def tx(self) -> TxState:
+        """The state as of now (including the open transaction)."""
+        return self.pending_tx if self.pending_tx is not None else self.committed
+
+    def _writable(self) -> TxState:
+        if self.pending_tx is None:
+            self.pending_tx = copy.deepcopy(self.committed)
+        return self.pending_tx
+
+    def is_idle(self) -> bool:
+        """True when every request was answered and no transaction is open (PER-4 'idle')."""
+        return not self.inflight and not self.unsynced and self.txn_status == "I"
+
+    def blocker(self) -> tuple[str, str] | None:
+        """Why this session cannot be kept right now, as ``(reason, rule)``, or None (PER-4..8)."""
+        tx = self.tx
+        if self.copy_in_progress:
+            return "COPY in progress", "PER-8"
+        if tx.cursors or tx.hold_cursors:
+            return "session has an open cursor", "PER-8"
+        if self.rows_started:
+            return "result only partly delivered", "PER-6"
+        if self.txn_status in ("T", "E"):
+            return "transaction still open", "PER-7"
+        if self.inflight or self.unsynced:
+            return "request still running", "PER-4"
+        if tx.temp_tables:
+            return "session holds temporary tables", "PER-5"
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Sizes and flags for the admin ``status``."""
+        tx = self.tx
+        return {
+            "txn_status": self.txn_status,
+            "idle": self.is_idle(),
+            "gucs": len(tx.gucs) + len(self.snapshot_gucs),
+            "guc_names": sorted(set(tx.gucs) | set(self.snapshot_gucs)),
+            "prepared": len(self.prepared_parse) + len(self.prepared_sql),
+            "temp_tables": len(tx.temp_tables),
+            "cursors": len(tx.cursors) + len(tx.hold_cursors),
+            "listens": len(tx.listens),
+            "copy_in_progress": self.copy_in_progress,
+            "partial_result": self.rows_started,
+            "inflight": len(self.inflight),
+            "statements": self.counters["statements"],
+            "replays": self.counters["replays"],
+        }
+
+    # ----------------------------------------------------------------------- front messages
+    def on_front(self, kind: bytes, message: bytes) -> None:
+        """Record a client message that is being forwarded to the back connection."""
+        k = kind.decode("latin-1")
+        if k == "Q":
+            sql = pq.read_cstr(pq.payload(message), 0)[0]
+            self.inflight.append(Pending("Q", statements=split_statements(sql)))
+            self.counters["statements"] += 1
+            self.unnamed_parse = None
+            self.statement_sql[""] = ""
+        elif k == "P":
+            name, sql = pq.parse_parse(message)
+            self.inflight.append(Pending("P", name=name, raw=message))
+            self.statement_sql[name] = sql
+            self.unsynced = True
+        elif k == "B":
+            portal, stmt = pq.parse_bind(message)
+            self.portal_sql[portal] = self.statement_sql.get(stmt, "")
+            self.inflight.append(Pending("B"))
+            self.unsynced = True
+        elif k == "E":
+            portal = pq.parse_execute_portal(message)
+            sql = self.portal_sql.get(portal, "")
+            self.inflight.append(Pending("E", statements=split_statements(sql) if sql else []))
+            self.counters["statements"] += 1
+            self.unsynced = True
+        elif k == "D":
+            self.inflight.append(Pending("D"))
+            self.unsynced = True
+        elif k == "C":
+            what, name = pq.parse_close_or_describe(message)
+            self.inflight.append(Pending("C", name=what + name))
+            self.unsynced = True
+        elif k == "S":
+            self.inflight.append(Pending("S"))
+            self.unsynced = False
+        elif k == "F":
+            self.inflight.append(Pending("F"))
+        elif k == "H":
+            pass
+        elif k in ("d", "c", "f"):
+            if k in ("c", "f"):
+                self.copy_in_progress = False
+
+    # ----------------------------------------------------------------------- back messages
+    def _pop(self, kinds: str) -> Pending | None:
+        while self.inflight:
+            item = self.inflight.popleft()
+            if item.kind in kinds:
+                return item
+        return None
+
+    def on_back(self, kind: bytes, message: bytes) -> None:
+        """Record a server message that is being forwarded to the client."""
+        k = kind
+        if k == b"D":
+            self.rows_started = True
+            return
+        if k == b"C":
+            self.rows_started = False
+            self.copy_in_progress = False
+            tag = pq.parse_command_tag(message)
+            self.last_tag = tag
+            head = self.inflight[0] if self.inflight else None
+            if head is not None and head.kind == "Q":
+                if head.index < len(head.statements):
+                    self._apply_statement(head.statements[head.index])
+                head.index += 1
+            else:
+                item = self._pop("E")
+                if item is not None and item.statements:
+                    self._apply_statement(item.statements[0])
+            return
+        if k in (b"I", b"s"):
+            self.rows_started = False
+            if k == b"I" and self.inflight and self.inflight[0].kind == "Q":
+                return
+            self._pop("E")
+            return
+        if k == b"Z":
+            self.rows_started = False
+            self.copy_in_progress = False
+            status = chr(message[5]) if len(message) > 5 else "I"
+            self._pop("SQF")
+            self._end_cycle(status)
+            return
+        if k == b"1":
+            item = self._pop("P")
+            if item is not None:
+                if item.name:
+                    self.prepared_parse[item.name] = item.raw
+                else:
+                    self.unnamed_parse = item.raw
+            return
+        if k == b"2":
+            self._pop("B")
+            return
+        if k in (b"T", b"n"):
+            if self.inflight and self.inflight[0].kind == "D":
+                self.inflight.popleft()
+            return
+        if k == b"3":
+            item = self._pop("C")
+            if item is not None and item.name.startswith("S"):
+                self.prepared_parse.pop(item.name[1:], None)
+                self.prepared_sql.pop(item.name[1:], None)
+            return
+        if k in (b"G", b"H", b"W"):
+            self.copy_in_progress = True
+            return
+        if k == b"E":
+            self.cycle_error = True
+            self.rows_started = False
+            self.copy_in_progress = False
+            # extended protocol: the server skips everything up to Sync
+            if self.inflight and self.inflight[0].kind != "Q":
+                while self.inflight and self.inflight[0].kind not in "SQF":
+                    self.inflight.popleft()
+            return
+        if k == b"S":
+            name, value = pq.parse_parameter_status(message)
+            self.reported[name] = value
+            return
+
+    def _end_cycle(self, status: str) -> None:
+        if status == "I":
+            if self.pending_tx is not None:
+                if not self.cycle_error and self.last_tag != "ROLLBACK":
+                    self.committed = self.pending_tx
+                self.pending_tx = None
+            self.committed.cursors.clear()
+            self.cycle_error = False
+            self.last_tag = ""
+        elif status == "E":
+            pass
+        self.txn_status = status
+        if not self.inflight:
+            self.cycle_error = False if status == "I" else self.cycle_error
+
+    # ----------------------------------------------------------------------- effects
+    def _apply_statement(self, stmt: Any) -> None:
+        for effect in classify(stmt):
+            self.apply(effect)
+
+    def apply(self, e: Effect) -> None:
+        """Apply one confirmed effect (see :class:`.sqlstate.Effect`)."""
+        if e.kind == "prepare" and e.key:
+            self.prepared_sql[e.key.lower()] = e.text
+            return
+        if e.kind == "deallocate":
+            if e.key is None:
+                self.prepared_sql.clear()
+                self.prepared_parse.clear()
+            else:
+                self.prepared_sql.pop(e.key.lower(), None)
+                self.prepared_parse.pop(e.key, None)
+            return
+        tx = self._writable()
+        if e.kind == "set" and e.key:
+            tx.gucs.pop(e.key, None)
+            tx.gucs[e.key] = e.text
+            self.snapshot_gucs.pop(e.key, None)
+        elif e.kind == "reset" and e.key:
+            tx.gucs.pop(e.key, None)
+            self.snapshot_gucs.pop(e.key, None)
+        elif e.kind == "reset_all":
+            for key in list(tx.gucs):
+                if key not in ("role", "session_authorization"):
+                    del tx.gucs[key]
+            self.snapshot_gucs.clear()
+        elif e.kind == "temp_create" and e.key:
+            tx.temp_tables.add(e.key)
+        elif e.kind == "temp_drop":
+            for name in e.names:
+                tx.temp_tables.discard(name)
+        elif e.kind == "declare" and e.key:
+            (tx.hold_cursors if e.hold else tx.cursors).add(e.key)
+        elif e.kind == "close":
+            if e.key is None:
+                tx.cursors.clear()
+                tx.hold_cursors.clear()
+            else:
+                tx.cursors.discard(e.key)
+                tx.hold_cursors.discard(e.key)
+        elif e.kind == "listen" and e.key:
+            tx.listens.add(e.key)
+        elif e.kind == "unlisten":
+            if e.key is None:
+                tx.listens.clear()
+            else:
+                tx.listens.discard(e.key)
+        elif e.kind == "discard":
+            if e.key in ("temp", "all"):
+                tx.temp_tables.clear()
+            if e.key == "all":
+                tx.gucs.clear()
+                tx.cursors.clear()
+                tx.hold_cursors.clear()
+                tx.listens.clear()
+                self.prepared_sql.clear()
+                self.prepared_parse.clear()
+                self.snapshot_gucs.clear()
+
+    # ----------------------------------------------------------------------- replay
+    def replay_sql(self) -> list[str]:
+        """The SQL statements that rebuild this session's settings on a new back connection (PER-2)."""
+        gucs = self.committed.gucs
+        ordered = [k for k in ("session_authorization", "role") if k in gucs]
+        ordered += [k for k in gucs if k not in ("session_authorization", "role")]
+        out: list[str] = []
+        for key in ordered:
+            if gucs[key] not in out:
+                out.append(gucs[key])
+        for name, value in self.snapshot_gucs.items():
+            out.append(f"SELECT pg_catalog.set_config({quote_literal(name)}, {quote_literal(value)}, false)")
+        out.extend(f"LISTEN {quote_ident(ch)}" for ch in sorted(self.committed.listens))
+        out.extend(self.prepared_sql.values())
+        return out
+
+    def replay_parse(self) -> list[bytes]:
+        """The Parse messages that rebuild protocol-level prepared statements (PER-2)."""
+        out = list(self.prepared_parse.values())
+        if self.unnamed_parse is not None:
+            out.append(self.unnamed_parse)
+        return out
+
+
+def quote_literal(value: str) -> str:
+    """A SQL string literal (standard_conforming_strings on)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def quote_ident(value: str) -> str:
+    """A SQL identifier, always quoted."""
+    return '"' + value.replace('"', '""') + '"'

@@ -1,0 +1,175 @@
+"""The checker registry: rule ID -> pure checker function, so a saved history can be re-checked
+offline (``failover-harness check``) and suites can look checkers up by the IDs they cite.
+
+A checker is ``checker(events: list[Event], **params) -> Verdict`` with no I/O. Its parameters come,
+lowest priority first, from the checker's defaults, from the history's ``meta`` (by default
+``meta["rule_params"][rule_id]``; a rule may register its own ``params_from_meta``), and from the
+caller (``--param key=value`` on the command line).
+
+Checker modules register themselves on import; :data:`BUILTIN_MODULES` lists the modules that are
+imported the first time the registry is asked (modules not written yet are skipped).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.history.core import Event, History
+from harness.rules.verdict import Verdict
+
+Checker = Callable[..., Verdict]
+ParamsFromMeta = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+# Modules holding checkers; each calls register() at import time. Add profile modules here.
+BUILTIN_MODULES = [
+    "harness.rules.durability",
+    "harness.rules.mirroring",
+    "harness.rules.persistent",
+    "harness.rules.acr",
+    "harness.rules.icm",
+    "harness.rules.observability",
+]
+
+
+class UnknownRuleError(ConfigError, KeyError):
+    """A rule ID with no registered checker; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "unknown rule"
+
+
+@dataclass(frozen=True)
+class RegisteredRule:
+    """One registry entry: the rule ID, its checker and how to read its parameters from ``meta``."""
+
+    rule_id: str
+    checker: Checker
+    params_from_meta: ParamsFromMeta
+
+    @property
+    def description(self) -> str:
+        """First line of the checker's docstring."""
+        doc = inspect.getdoc(self.checker) or ""
+        return doc.splitlines()[0] if doc else ""
+
+    def accepted_params(self) -> list[str] | None:
+        """Names of the keyword parameters the checker takes (None if it takes ``**kwargs``)."""
+        sig = inspect.signature(self.checker)
+        params = list(sig.parameters.values())[1:]
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return None
+        return [p.name for p in params
+                if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+
+    def check(self, events: Iterable[Event] | History, meta: Mapping[str, Any] | None = None,
+              **params: Any) -> Verdict:
+        """Run the checker on ``events`` with parameters merged from ``meta`` and ``params``."""
+        if isinstance(events, History):
+            meta = events.meta if meta is None else meta
+            events = events.events()
+        merged = dict(self.params_from_meta(meta or {}))
+        merged.update(params)
+        accepted = self.accepted_params()
+        if accepted is not None:
+            unknown = sorted(set(merged) - set(accepted))
+            if unknown:
+                raise ConfigError(
+                    f"{self.rule_id}: unknown parameter(s) {', '.join(unknown)}; this checker takes "
+                    f"{', '.join(accepted) or 'no parameters'}")
+        verdict = self.checker(list(events), **merged)
+        if not isinstance(verdict, Verdict):
+            raise TypeError(f"checker for {self.rule_id} returned {type(verdict).__name__}, not Verdict")
+        return verdict
+
+
+_rules: dict[str, RegisteredRule] = {}
+_lock = threading.RLock()
+_builtins_loaded = False
+
+
+def rule_params_from_meta(rule_id: str) -> ParamsFromMeta:
+    """The default ``params_from_meta``: ``meta["rule_params"][rule_id]`` (a dict), else nothing."""
+
+    def params(meta: Mapping[str, Any]) -> dict[str, Any]:
+        table = meta.get("rule_params") or {}
+        value = table.get(rule_id) or {}
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    return params
+
+
+def register(rule_id: str, checker: Checker, params_from_meta: ParamsFromMeta | None = None,
+             *, replace: bool = False) -> RegisteredRule:
+    """Register ``checker`` for ``rule_id`` (e.g. ``"DUR-1"``) and return the entry.
+
+    ``params_from_meta(meta) -> dict`` reads the checker's parameters from a history's meta; the
+    default reads ``meta["rule_params"][rule_id]``. Registering a different checker for an ID that
+    already has one is a ConfigError unless ``replace=True``."""
+    rule_id = rule_id.strip().upper()
+    entry = RegisteredRule(rule_id, checker, params_from_meta or rule_params_from_meta(rule_id))
+    with _lock:
+        existing = _rules.get(rule_id)
+        if existing is not None and existing.checker is not checker and not replace:
+            raise ConfigError(f"rule {rule_id} already has a checker ({existing.checker.__module__}."
+                              f"{existing.checker.__qualname__}); pass replace=True to override it")
+        _rules[rule_id] = entry
+    return entry
+
+
+def unregister(rule_id: str) -> None:
+    """Remove a rule's checker (tests use this to clean up after registering a throw-away rule)."""
+    with _lock:
+        _rules.pop(rule_id.strip().upper(), None)
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    with _lock:
+        if _builtins_loaded:
+            return
+        _builtins_loaded = True
+        for name in BUILTIN_MODULES:
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name != name:  # a real missing dependency inside a checker module
+                    raise
+
+
+def get(rule_id: str) -> RegisteredRule:
+    """The registry entry of ``rule_id``; :class:`UnknownRuleError` (a ConfigError) lists the known
+    IDs when there is none."""
+    _load_builtins()
+    key = rule_id.strip().upper()
+    with _lock:
+        entry = _rules.get(key)
+        known = sorted(_rules, key=rule_sort_key)
+    if entry is None:
+        raise UnknownRuleError(f"no checker registered for rule {rule_id!r}; known rules: "
+                               f"{', '.join(known) or 'none'}")
+    return entry
+
+
+def all_rules() -> list[str]:
+    """The registered rule IDs in RULEBOOK order (family, then number)."""
+    _load_builtins()
+    with _lock:
+        return sorted(_rules, key=rule_sort_key)
+
+
+def check(rule_id: str, events: Iterable[Event] | History, meta: Mapping[str, Any] | None = None,
+          **params: Any) -> Verdict:
+    """Look up ``rule_id`` and run its checker (parameters from ``meta`` then ``params``)."""
+    return get(rule_id).check(events, meta, **params)
+
+
+def rule_sort_key(rule_id: str) -> tuple[str, int, str]:
+    """Sort key ordering ``MIR-2`` before ``MIR-10``."""
+    family, _, number = rule_id.partition("-")
+    return (family, int(number) if number.isdigit() else 10**6, number)

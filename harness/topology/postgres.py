@@ -1,0 +1,333 @@
+"""PostgreSQL engine for the local backend: binaries, the cached initdb template, per-node
+configuration, start/stop/promote/rewind of one server, and admin queries over its Unix socket.
+
+Traps handled here (see shared FACTS.md): sockets live outside the data directory (pg_rewind),
+configuration lives outside the data directory (pg_rewind copies config files from the source),
+``wal_retrieve_retry_interval=200ms`` (promotion stalls otherwise), CHECKPOINT after promotion
+before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the inactive partner, MIR-7).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from harness.errors import MissingDependencyError, NodeStartError, TopologyError
+from harness.paths import templates_dir
+from harness.topology.process import (
+    RunAs,
+    kill_group,
+    pid_alive,
+    run_tool,
+    signal_group,
+    signal_pid,
+    spawn_server,
+    wait_gone,
+)
+
+APP_USER = "app"
+APP_PASSWORD = "app"
+APP_DATABASE = "app"
+SUPERUSER = "postgres"
+
+PG_HBA = """\
+# failover-harness: admin over the Unix socket, replication over loopback, clients with SCRAM
+local   all             all                                     trust
+local   replication     all                                     trust
+host    replication     all             127.0.0.1/32            trust
+host    all             all             127.0.0.1/32            scram-sha-256
+"""
+
+
+def pg_bindir() -> Path:
+    """Directory of the PostgreSQL 15 server binaries (env ``FAILOVER_HARNESS_PG_BINDIR``)."""
+    candidates = [os.environ.get("FAILOVER_HARNESS_PG_BINDIR", ""), "/usr/lib/postgresql/15/bin"]
+    for c in candidates:
+        if c and (Path(c) / "postgres").exists():
+            return Path(c)
+    raise MissingDependencyError(
+        "PostgreSQL 15 server binaries not found in /usr/lib/postgresql/15/bin; install them with "
+        "'apt-get install -y postgresql' (or run 'make setup'), or set FAILOVER_HARNESS_PG_BINDIR")
+
+
+def server_version() -> str:
+    """The PostgreSQL server version string, e.g. ``15.18``."""
+    out = subprocess.run([str(pg_bindir() / "postgres"), "--version"], capture_output=True, text=True)
+    parts = out.stdout.split()
+    return parts[2] if out.returncode == 0 and len(parts) >= 3 else "unknown"
+
+
+# ------------------------------------------------------------------------------------------------
+# template
+# ------------------------------------------------------------------------------------------------
+
+TEMPLATE_LAYOUT_VERSION = "4"
+
+
+def template_dir(run_as: RunAs) -> Path:
+    """Return the cached data-directory template, creating it once per machine with ``initdb``.
+
+    The template holds the roles and database the harness uses (``app``/``app`` SCRAM, superuser
+    ``postgres`` trusted on the Unix socket) and was shut down cleanly, so a plain copy of it is a
+    valid base backup: a pair's mirror is a second copy started as a standby."""
+    key = hashlib.sha256(f"{pg_bindir()}|{server_version()}|{TEMPLATE_LAYOUT_VERSION}|{run_as.name}"
+                         .encode()).hexdigest()[:12]
+    final = templates_dir() / f"pg{server_version()}-{key}"
+    if (final / "PG_VERSION").exists():
+        return final
+    lock_path = templates_dir() / f".{final.name}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "PG_VERSION").exists():
+            return final
+        _build_template(final, run_as)
+    return final
+
+
+def _build_template(final: Path, run_as: RunAs) -> None:
+    work = final.parent / f".{final.name}.build-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(mode=0o700)
+    run_as.chown(work)
+    data = work / "data"
+    res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
+                    "-E", "UTF8", "--locale=C", "--no-sync"], run_as)
+    if res.returncode != 0:
+        raise TopologyError(f"initdb failed (exit {res.returncode}): {res.stderr.strip()[-800:]}")
+    (data / "pg_hba.conf").write_text(PG_HBA)
+    # Settings that must hold even when a tool starts the server on this directory with no
+    # external config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control).
+    with open(data / "postgresql.conf", "a") as conf:
+        conf.write("\n# failover-harness\nwal_log_hints = on\nwal_level = replica\n")
+    sock = work / "sock"
+    sock.mkdir()
+    run_as.chown(sock, data / "pg_hba.conf")
+    port = _free_port()
+    log = work / "template.log"
+    pid = spawn_server([str(pg_bindir() / "postgres"), "-D", str(data), "-c", f"port={port}",
+                        "-c", "listen_addresses=", "-c", f"unix_socket_directories={sock}",
+                        "-c", "fsync=off"], log, run_as, work)
+    try:
+        wait_ready(data, pid, log, timeout=30)
+        with psycopg.connect(host=str(sock), port=port, user=SUPERUSER, dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{APP_PASSWORD}'")
+            conn.execute(f"ALTER ROLE {SUPERUSER} PASSWORD '{SUPERUSER}'")
+            conn.execute(f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
+    finally:
+        signal_pid(pid, signal.SIGINT)  # fast shutdown: a clean checkpoint for the copies
+        if not wait_gone(pid, 30, group=True):
+            kill_group(pid)
+    shutil.rmtree(sock, ignore_errors=True)
+    (data / "postmaster.opts").unlink(missing_ok=True)
+    data.rename(final)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _free_port() -> int:
+    from harness.ports import allocate_port, release_port
+
+    port = allocate_port()
+    release_port(port)
+    return port
+
+
+def copy_template(template: Path, dest: Path) -> None:
+    """Copy the template data directory to ``dest`` keeping owner and modes (``cp -a``)."""
+    res = subprocess.run(["cp", "-a", "--reflink=auto", str(template), str(dest)], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        raise TopologyError(f"copying the data-directory template failed: {res.stderr.strip()}")
+
+
+# ------------------------------------------------------------------------------------------------
+# one server
+# ------------------------------------------------------------------------------------------------
+
+@dataclass
+class ServerConfig:
+    """Settings of one node's ``postgresql.conf`` (kept outside the data directory)."""
+
+    port: int
+    socket_dir: Path
+    standby_of: tuple[str, int] | None = None  # primary_conninfo host/port, None on a principal
+    application_name: str = ""
+    hot_standby: bool = True
+    synchronous: bool = False
+    partner: str = ""  # mirroring.partner: the principal's current mirror, client-facing host:port
+
+    def render(self) -> str:
+        """The configuration file text."""
+        lines = [
+            "# written by failover-harness; the data directory holds no configuration of its own",
+            "listen_addresses = '127.0.0.1'",
+            f"port = {self.port}",
+            f"unix_socket_directories = '{self.socket_dir}'",
+            "max_connections = 120",
+            "shared_buffers = 32MB",
+            "fsync = off                      # process kills, not power loss: the OS keeps the data",
+            "synchronous_commit = on",
+            "full_page_writes = on",
+            "wal_level = replica",
+            "wal_log_hints = on               # pg_rewind",
+            "max_wal_senders = 10",
+            "max_replication_slots = 10",
+            "wal_keep_size = 256MB",
+            "wal_retrieve_retry_interval = '200ms'",
+            "wal_receiver_timeout = '5s'",
+            "wal_sender_timeout = '5s'",
+            "wal_receiver_status_interval = '1s'",
+            "recovery_target_timeline = 'latest'",
+            f"hot_standby = {'on' if self.hot_standby else 'off'}",
+            f"synchronous_standby_names = '{'*' if self.synchronous else ''}'",
+            "log_line_prefix = '%m [%p] '",
+            "log_min_messages = warning",
+            "log_connections = off",
+            f"mirroring.partner = '{self.partner}'",
+        ]
+        if self.standby_of:
+            host, port = self.standby_of
+            lines.append(f"primary_conninfo = 'host={host} port={port} user={SUPERUSER} "
+                         f"application_name={self.application_name} connect_timeout=2'")
+        return "\n".join(lines) + "\n"
+
+
+def read_status(datadir: Path) -> str:
+    """The postmaster's status line in ``postmaster.pid`` (``starting``/``ready``/``standby``/
+    ``stopping``), or ``""`` when there is none."""
+    try:
+        lines = (datadir / "postmaster.pid").read_text().splitlines()
+    except (FileNotFoundError, PermissionError):
+        return ""
+    return lines[7].strip() if len(lines) >= 8 else ""
+
+
+def log_tail(log: Path, lines: int = 15) -> str:
+    """The last lines of a server log, for error messages."""
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30, standby: bool = False) -> None:
+    """Wait until the postmaster reports ``ready`` (or ``standby``); NodeStartError with the log
+    tail if it dies or does not get there in time."""
+    deadline = time.monotonic() + timeout
+    wanted = {"ready", "standby"}
+    while True:
+        if read_status(datadir) in wanted:
+            return
+        if not pid_alive(pid):
+            raise NodeStartError(f"PostgreSQL in {datadir} exited during start-up; log:\n{log_tail(log)}")
+        if time.monotonic() >= deadline:
+            raise NodeStartError(f"PostgreSQL in {datadir} not ready after {timeout:.0f} s; "
+                                 f"log:\n{log_tail(log)}")
+        time.sleep(0.003)
+
+
+def clear_stale_locks(datadir: Path, socket_dir: Path | None = None) -> None:
+    """Remove ``postmaster.pid`` and socket lock files left by a killed server whose PID is gone or
+    a zombie (PostgreSQL takes a zombie for a live postmaster and refuses to start)."""
+    candidates = [datadir / "postmaster.pid"]
+    if socket_dir is not None:
+        candidates += list(socket_dir.glob(".s.PGSQL.*.lock"))
+    for lock in candidates:
+        try:
+            pid = int(lock.read_text().splitlines()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            continue
+        if not pid_alive(pid):
+            lock.unlink(missing_ok=True)
+            if lock.name.endswith(".lock"):
+                Path(str(lock)[: -len(".lock")]).unlink(missing_ok=True)
+
+
+def start_server(datadir: Path, conf: Path, log: Path, run_as: RunAs, cwd: Path) -> int:
+    """Start ``postgres`` on ``datadir`` with the external config file ``conf``; returns its PID
+    (also its process-group ID). Does not wait."""
+    clear_stale_locks(datadir, conf.parent)
+    return spawn_server([str(pg_bindir() / "postgres"), "-D", str(datadir), "-c", f"config_file={conf}"],
+                        log, run_as, cwd)
+
+
+def stop_server(pid: int, mode: str, timeout: float = 60) -> None:
+    """Stop a postmaster: ``smart`` (SIGTERM), ``fast`` (SIGINT) or ``immediate`` (SIGQUIT); waits
+    until every process of the server is gone, killing it if it overstays ``timeout``."""
+    sig = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}[mode]
+    signal_group(pid, signal.SIGCONT)  # a paused server cannot shut down
+    signal_pid(pid, sig)
+    if not wait_gone(pid, timeout, group=True):
+        kill_group(pid)
+        raise TopologyError(f"PostgreSQL (pid {pid}) did not stop ({mode}) within {timeout:.0f} s; killed it")
+
+
+def admin_connect(socket_dir: Path, port: int, timeout: float = 5, dbname: str = "postgres") -> psycopg.Connection:
+    """An autocommit superuser connection over the node's Unix socket (harness use only)."""
+    return psycopg.connect(host=str(socket_dir), port=port, user=SUPERUSER, dbname=dbname,
+                           autocommit=True, connect_timeout=max(2, int(timeout)))
+
+
+def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
+    """Wait until the server accepts a login and is out of recovery (a principal)."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            raise NodeStartError(f"PostgreSQL (pid {pid}) died while becoming principal; log:\n{log_tail(log)}")
+        try:
+            with admin_connect(socket_dir, port) as conn:
+                if not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                    return
+                last = "still in recovery"
+        except psycopg.OperationalError as exc:
+            last = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        time.sleep(0.003)
+    raise TopologyError(f"PostgreSQL on port {port} did not become writable within {timeout:.0f} s "
+                        f"({last}); log:\n{log_tail(log)}")
+
+
+def promote(datadir: Path, pid: int, run_as: RunAs) -> None:
+    """Ask a standby to promote itself (what ``pg_ctl promote`` does: signal file + SIGUSR1)."""
+    signal_file = datadir / "promote"
+    signal_file.write_text("")
+    run_as.chown(signal_file)
+    signal_pid(pid, signal.SIGUSR1)
+
+
+def make_standby(datadir: Path, run_as: RunAs) -> None:
+    """Mark a stopped data directory as a standby and drop configuration left by tools."""
+    auto = datadir / "postgresql.auto.conf"
+    auto.write_text("# failover-harness keeps configuration outside the data directory\n")
+    sig = datadir / "standby.signal"
+    sig.write_text("")
+    run_as.chown(auto, sig)
+    for leftover in ("promote", "recovery.signal"):
+        (datadir / leftover).unlink(missing_ok=True)
+
+
+def make_primary(datadir: Path) -> None:
+    """Remove standby markers from a stopped data directory."""
+    for leftover in ("standby.signal", "recovery.signal", "promote"):
+        (datadir / leftover).unlink(missing_ok=True)
+
+
+def rewind(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> str:
+    """``pg_rewind`` a stopped former principal onto the current principal; returns its output."""
+    clear_stale_locks(datadir)
+    res = run_tool([str(pg_bindir() / "pg_rewind"), "-D", str(datadir), "--no-sync",
+                    f"--source-server=host={source_socket} port={source_port} user={SUPERUSER} dbname=postgres"],
+                   run_as, timeout=120)
+    if res.returncode != 0:
+        raise TopologyError(f"pg_rewind of {datadir} failed (exit {res.returncode}): "
+                            f"{(res.stderr or res.stdout).strip()[-1200:]}")
+    return res.stdout + res.stderr

@@ -1,0 +1,150 @@
+"""Run directories: one per topology brought up, holding its state (roles, PIDs, ports), logs and
+data. Teardown kills by recorded process group and by a scan for anything mentioning the run's path,
+so ``down`` also cleans runs whose controlling process was SIGKILLed."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.paths import runs_dir
+from harness.ports import release_port
+from harness.topology.process import kill_group, pid_alive, processes_mentioning, signal_pid
+
+STATE_FILE = "state.json"
+
+
+def new_run_id() -> str:
+    """A short unique run ID (time-ordered prefix + random suffix)."""
+    return time.strftime("%m%d%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def run_path(run_id: str) -> Path:
+    """The directory of run ``run_id`` (ConfigError if there is no such run)."""
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise ConfigError(f"invalid run ID {run_id!r}")
+    path = runs_dir() / run_id
+    if not (path / STATE_FILE).exists():
+        known = ", ".join(sorted(list_runs())) or "none"
+        raise ConfigError(f"no run {run_id!r} on this machine (runs: {known}); "
+                          f"start one with 'failover-harness up'")
+    return path
+
+
+def list_runs() -> list[str]:
+    """IDs of every run directory on this machine."""
+    return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and (p / STATE_FILE).exists())
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the run's lock (one role operation at a time, across processes)."""
+    with open(path / ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    """Read a run's state file."""
+    return json.loads((path / STATE_FILE).read_text())
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    """Write a run's state file atomically."""
+    tmp = path / f".{STATE_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(path / STATE_FILE)
+
+
+def start_reaper(path: Path, owner_pid: int) -> None:
+    """Start a watchdog that tears the run down if ``owner_pid`` dies without doing it (a crash or
+    SIGKILL of the test run). It exits by itself once the run directory is gone."""
+    subprocess.Popen([sys.executable, "-m", "harness.topology.reaper", str(path), str(owner_pid)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, close_fds=True)
+
+
+def down_run(path: Path) -> list[int]:
+    """Stop every process of a run (any state, any owner) and delete its directory. Returns the PIDs
+    that had to be killed."""
+    killed: list[int] = []
+    state: dict[str, Any] = {}
+    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+        state = load_state(path)
+    for proc in state.get("processes", []):
+        pid = proc.get("pid")
+        if pid and pid_alive(pid):
+            killed.append(pid)
+            signal_pid(pid, 15)
+    for node in state.get("nodes", []):
+        pid = node.get("pid")
+        if pid and (pid_alive(pid) or True):
+            if pid_alive(pid):
+                killed.append(pid)
+            kill_group(pid, timeout=5)
+    for proc in state.get("processes", []):
+        pid = proc.get("pid")
+        if pid and pid_alive(pid):
+            kill_group(proc.get("pgid") or pid, timeout=2)
+            signal_pid(pid, 9)
+    # anything else still mentioning this run (children of a crashed run, tools mid-way)
+    for pid in processes_mentioning(str(path)):
+        killed.append(pid)
+        signal_pid(pid, 9)
+    for port in state.get("ports", []):
+        release_port(port)
+    shutil.rmtree(path, ignore_errors=True)
+    return killed
+
+
+def down_all() -> dict[str, list[int]]:
+    """Tear down every run on this machine, and kill any leftover process mentioning the runs
+    directory (from runs whose directory is already gone)."""
+    result = {run_id: down_run(runs_dir() / run_id) for run_id in list_runs()}
+    for entry in runs_dir().iterdir():  # half-created runs without a state file
+        if entry.is_dir():
+            result.setdefault(entry.name, down_run(entry))
+    strays = processes_mentioning(str(runs_dir()) + "/")
+    strays = [p for p in strays if "harness.topology.reaper" not in _cmdline(p)]
+    for pid in strays:
+        signal_pid(pid, 9)
+    if strays:
+        result["(strays)"] = strays
+    return result
+
+
+def reap_orphans() -> list[str]:
+    """Tear down runs whose owning process died (not detached runs). Returns their IDs."""
+    done = []
+    for run_id in list_runs():
+        path = runs_dir() / run_id
+        try:
+            state = load_state(path)
+        except (OSError, json.JSONDecodeError):
+            continue
+        owner = state.get("owner_pid")
+        if owner and not state.get("detached") and not pid_alive(owner):
+            down_run(path)
+            done.append(run_id)
+    return done
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,26 @@
+"""The fault proxy: a typed Toxiproxy API v2 client, the embedded Toxiproxy-compatible server,
+connection events (an extension) and the choice between a real and the embedded server.
+
+Start here: :func:`harness.toxiproxy.select.start_fault_proxy`.
+"""
+
+from harness.toxiproxy.client import (
+    DEFAULT_URL,
+    ToxiproxyAPIError,
+    ToxiproxyClient,
+    ToxiproxyUnreachableError,
+)
+from harness.toxiproxy.models import ConnEvent, Proxy, Toxic
+from harness.toxiproxy.server import EmbeddedToxiproxy, ToxiproxyServer
+
+__all__ = [
+    "DEFAULT_URL",
+    "ConnEvent",
+    "EmbeddedToxiproxy",
+    "Proxy",
+    "Toxic",
+    "ToxiproxyAPIError",
+    "ToxiproxyClient",
+    "ToxiproxyServer",
+    "ToxiproxyUnreachableError",
+]

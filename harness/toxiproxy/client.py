@@ -1,0 +1,186 @@
+"""Typed client for the Toxiproxy HTTP API v2 (real toxiproxy-server or the embedded server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from harness.errors import ProxyError
+from harness.toxiproxy.models import ConnEvent, Proxy, Toxic
+
+DEFAULT_URL = "http://127.0.0.1:8474"
+
+
+class ToxiproxyAPIError(ProxyError):
+    """The server answered with an HTTP error; carries ``status`` and the server's ``message``."""
+
+    def __init__(self, method: str, url: str, status: int, message: str) -> None:
+        self.method = method
+        self.url = url
+        self.status = status
+        self.message = message
+        super().__init__(f"Toxiproxy {method} {url} failed with HTTP {status}: {message}")
+
+
+class ToxiproxyUnreachableError(ProxyError):
+    """The Toxiproxy API at ``url`` did not answer (refused, reset, or timed out)."""
+
+    def __init__(self, url: str, detail: str) -> None:
+        self.url = url
+        super().__init__(
+            f"Toxiproxy API at {url} did not answer ({detail}); is the server running there? "
+            "Start one (failover-harness toxiproxy-server) or fix TOXIPROXY_URL.")
+
+
+class ToxiproxyClient:
+    """Client for one Toxiproxy server. Every request has a timeout (``timeout`` seconds).
+
+    Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, url: str = DEFAULT_URL, timeout: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False)
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the underlying HTTP connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> ToxiproxyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None,
+                 ok: tuple[int, ...] = (200,)) -> Any:
+        full = f"{self.url}{path}"
+        try:
+            resp = self._http.request(method, path, json=json, params=params)
+        except httpx.TimeoutException as exc:
+            raise ToxiproxyUnreachableError(full, f"no answer within {self.timeout} s: "
+                                            f"{type(exc).__name__}") from exc
+        except httpx.TransportError as exc:
+            raise ToxiproxyUnreachableError(full, f"{type(exc).__name__}: {exc}") from exc
+        if resp.status_code not in ok:
+            message = resp.text.strip()
+            try:
+                body = resp.json()
+                if isinstance(body, dict) and "error" in body:
+                    message = str(body["error"])
+            except ValueError:
+                pass
+            raise ToxiproxyAPIError(method, full, resp.status_code, message or resp.reason_phrase)
+        if resp.status_code == 204 or not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            return resp.text
+
+    # -- server ---------------------------------------------------------------------------------
+    def version(self) -> str:
+        """The server's version string (``GET /version``; JSON or plain text both accepted)."""
+        body = self._request("GET", "/version")
+        if isinstance(body, dict):
+            return str(body.get("version", ""))
+        return str(body).strip()
+
+    def reset(self) -> None:
+        """Enable every proxy and remove every toxic (``POST /reset``)."""
+        self._request("POST", "/reset", ok=(204, 200))
+
+    def is_available(self) -> bool:
+        """True if the API answers ``GET /version``."""
+        try:
+            self.version()
+        except ProxyError:
+            return False
+        return True
+
+    # -- proxies --------------------------------------------------------------------------------
+    def proxies(self) -> dict[str, Proxy]:
+        """Every proxy, keyed by name."""
+        body = self._request("GET", "/proxies") or {}
+        return {name: Proxy.from_json(p) for name, p in body.items()}
+
+    def create_proxy(self, name: str, upstream: str, listen: str = "127.0.0.1:0", enabled: bool = True,
+                     node: str | None = None) -> Proxy:
+        """Create a proxy; ``listen`` port 0 is bound and reported back with the real port.
+
+        ``node`` annotates connection events (embedded server only; a real server ignores it)."""
+        body: dict[str, Any] = {"name": name, "upstream": upstream, "listen": listen, "enabled": enabled}
+        if node is not None:
+            body["node"] = node
+        return Proxy.from_json(self._request("POST", "/proxies", json=body, ok=(201, 200)))
+
+    def get_proxy(self, name: str) -> Proxy:
+        """One proxy (404 -> :class:`ToxiproxyAPIError` with status 404)."""
+        return Proxy.from_json(self._request("GET", f"/proxies/{name}"))
+
+    def populate(self, proxies: list[Proxy | dict[str, Any]]) -> list[Proxy]:
+        """Create or replace several proxies at once (``POST /populate``)."""
+        body = [p.to_json() if isinstance(p, Proxy) else p for p in proxies]
+        result = self._request("POST", "/populate", json=body, ok=(201, 200))
+        return [Proxy.from_json(p) for p in (result or {}).get("proxies", [])]
+
+    def update_proxy(self, name: str, *, enabled: bool | None = None, listen: str | None = None,
+                     upstream: str | None = None, node: str | None = None) -> Proxy:
+        """PATCH a proxy; omitted fields keep their values. Changing listen/upstream drops connections."""
+        body: dict[str, Any] = {}
+        for key, value in (("enabled", enabled), ("listen", listen), ("upstream", upstream),
+                           ("node", node)):
+            if value is not None:
+                body[key] = value
+        return Proxy.from_json(self._request("PATCH", f"/proxies/{name}", json=body))
+
+    def enable_proxy(self, name: str) -> Proxy:
+        """Start listening again (on the same port)."""
+        return self.update_proxy(name, enabled=True)
+
+    def disable_proxy(self, name: str) -> Proxy:
+        """Close the listener and every connection of the proxy (toxics are kept)."""
+        return self.update_proxy(name, enabled=False)
+
+    def delete_proxy(self, name: str) -> None:
+        """Delete a proxy and drop its connections."""
+        self._request("DELETE", f"/proxies/{name}", ok=(204, 200))
+
+    # -- toxics ---------------------------------------------------------------------------------
+    def toxics(self, proxy: str) -> list[Toxic]:
+        """The proxy's toxics (upstream chain first)."""
+        return [Toxic.from_json(t) for t in self._request("GET", f"/proxies/{proxy}/toxics") or []]
+
+    def add_toxic(self, proxy: str, type: str, *, name: str | None = None, stream: str = "downstream",
+                  toxicity: float = 1.0, attributes: dict[str, Any] | None = None) -> Toxic:
+        """Add a toxic; the name defaults to ``<type>_<stream>``."""
+        body = {"name": name or f"{type}_{stream}", "type": type, "stream": stream,
+                "toxicity": toxicity, "attributes": dict(attributes or {})}
+        return Toxic.from_json(self._request("POST", f"/proxies/{proxy}/toxics", json=body,
+                                             ok=(200, 201)))
+
+    def get_toxic(self, proxy: str, name: str) -> Toxic:
+        """One toxic."""
+        return Toxic.from_json(self._request("GET", f"/proxies/{proxy}/toxics/{name}"))
+
+    def update_toxic(self, proxy: str, name: str, *, attributes: dict[str, Any] | None = None,
+                     toxicity: float | None = None) -> Toxic:
+        """PATCH a toxic: ``attributes`` are merged, ``toxicity`` replaced when given."""
+        body: dict[str, Any] = {}
+        if attributes is not None:
+            body["attributes"] = attributes
+        if toxicity is not None:
+            body["toxicity"] = toxicity
+        return Toxic.from_json(self._request("PATCH", f"/proxies/{proxy}/toxics/{name}", json=body))
+
+    def delete_toxic(self, proxy: str, name: str) -> None:
+        """Remove a toxic (a removed timeout toxic closes the connections it was holding)."""
+        self._request("DELETE", f"/proxies/{proxy}/toxics/{name}", ok=(204, 200))
+
+    # -- events extension -----------------------------------------------------------------------
+    def events(self, since: int = 0) -> tuple[list[ConnEvent], int]:
+        """Connection events with ``seq >= since`` and the ``since`` to use next (embedded only)."""
+        body = self._request("GET", "/events", params={"since": since})
+        return [ConnEvent.from_json(e) for e in body.get("events", [])], int(body.get("next", since))
