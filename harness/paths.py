@@ -34,9 +34,10 @@ def runs_dir() -> Path:
 
 
 def templates_dir() -> Path:
-    """Directory holding cached ``initdb`` templates, one per engine version and settings hash."""
-    d = harness_home() / "templates"
-    d.mkdir(exist_ok=True)
+    """Directory holding cached ``initdb`` templates, one per engine version and settings hash
+    (env ``FAILOVER_HARNESS_TEMPLATES``; default ``<harness home>/templates``)."""
+    d = Path(os.environ.get("FAILOVER_HARNESS_TEMPLATES", harness_home() / "templates"))
+    d.mkdir(parents=True, exist_ok=True)
     try:
         d.chmod(0o1777)
     except PermissionError:

@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "harness.cli.toxiproxy_cmds",
     "harness.cli.report_cmds",
     "harness.cli.run_cmds",
+    "harness.cli.persistent_cmds",
 ]
 
 

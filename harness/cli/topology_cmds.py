@@ -27,11 +27,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start a topology; with --detach print its description and leave it running."""
     if args.topology not in TOPOLOGIES:
         raise ConfigError(f"unknown topology {args.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
-    links = None
-    if args.proxy:
-        from harness.faults.wiring import start_proxied_links
-
-        links = start_proxied_links(detached=args.detach)
+    links = "proxy" if args.proxy else "direct"
     topo = LocalTopology(nodes=TOPOLOGIES[args.topology], mode=args.mode, mirror_readable=args.mirror_readable,
                          topology=args.topology, detached=args.detach, links=links,
                          progress=_progress(not args.json or not args.detach))

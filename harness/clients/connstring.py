@@ -52,9 +52,15 @@ _PASSWORD_KEYS = ("password", "pwd")
 _NETWORK_KEYS = ("network", "network library", "net")
 
 _CANONICAL: dict[str, str] = {}
-for _name, _keys in (("server", _SERVER_KEYS), ("failover partner", _FAILOVER_KEYS),
-                     ("database", _DATABASE_KEYS), ("login timeout", _TIMEOUT_KEYS),
-                     ("user id", _USER_KEYS), ("password", _PASSWORD_KEYS), ("network", _NETWORK_KEYS)):
+for _name, _keys in (
+    ("server", _SERVER_KEYS),
+    ("failover partner", _FAILOVER_KEYS),
+    ("database", _DATABASE_KEYS),
+    ("login timeout", _TIMEOUT_KEYS),
+    ("user id", _USER_KEYS),
+    ("password", _PASSWORD_KEYS),
+    ("network", _NETWORK_KEYS),
+):
     for _k in _keys:
         _CANONICAL[_k] = _name
 
@@ -84,10 +90,12 @@ class Address:
         if not (_HOST_RE.fullmatch(self.host) or (":" in self.host and _V6_RE.fullmatch(self.host))):
             raise ConnectionStringError(
                 f"{self.host!r} is not a host name or IP address (letters, digits, '.', '-', '_'; "
-                "IPv6 in brackets)")
+                "IPv6 in brackets)"
+            )
         if self.instance is not None and not _HOST_RE.fullmatch(self.instance):
-            raise ConnectionStringError(f"instance name {self.instance!r} may only hold letters, digits, "
-                                        "'.', '-', '_'")
+            raise ConnectionStringError(
+                f"instance name {self.instance!r} may only hold letters, digits, '.', '-', '_'"
+            )
 
     @property
     def hostport(self) -> str:
@@ -124,20 +132,23 @@ class ConnectionSpec:
         if not isinstance(self.database, str) or not self.database.strip():
             raise ConnectionStringError(
                 "MIR-2: no database name: a mirroring connection string must name the database "
-                "(failover is impossible without it); add Database=<name>")
+                "(failover is impossible without it); add Database=<name>"
+            )
         if self.login_timeout is not None:
             lt = float(self.login_timeout)
             if not math.isfinite(lt) or lt <= 0:
                 raise ConnectionStringError(
                     f"login timeout {self.login_timeout!r} must be a positive number of seconds, "
-                    "or None for no timeout (MIR-8; Connect Timeout=0 in a string)")
+                    "or None for no timeout (MIR-8; Connect Timeout=0 in a string)"
+                )
             object.__setattr__(self, "login_timeout", lt)
         extra = tuple(sorted((_norm_key(str(k)), str(v)) for k, v in dict(self.extra).items()))
         for key, _ in extra:
             if any(c in key for c in "=;\"'") or (key in _CANONICAL and key != "network"):
                 raise ConnectionStringError(
                     f"extra key {key!r} cannot be written in a connection string (it contains '=', ';' or "
-                    "a quote, or it is a known keyword); use the ConnectionSpec field instead")
+                    "a quote, or it is a known keyword); use the ConnectionSpec field instead"
+                )
         object.__setattr__(self, "extra", extra)
 
     @property
@@ -151,6 +162,7 @@ class ConnectionSpec:
 
 
 # --------------------------------------------------------------------------------------------- parse
+
 
 def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
     """Split into ``(raw key, value, quoted)``; raises on a missing ``=`` or an unbalanced quote."""
@@ -169,7 +181,8 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
             segment = text[start:i].strip()
             raise ConnectionStringError(
                 f"segment {segment!r} at position {start} has no '='; write key=value pairs separated "
-                "by ';' (quote a value containing ';' as \"...\")")
+                "by ';' (quote a value containing ';' as \"...\")"
+            )
         key = text[start:i]
         i += 1  # past '='
         while i < n and text[i] in " \t\r\n":
@@ -182,7 +195,8 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
                 if i >= n:
                     raise ConnectionStringError(
                         f"unbalanced {quote} quote in the value of {key.strip()!r} (opened at position "
-                        f"{qstart}); close it, and write a {quote} inside the value as {quote}{quote}")
+                        f"{qstart}); close it, and write a {quote} inside the value as {quote}{quote}"
+                    )
                 ch = text[i]
                 if ch == quote:
                     if i + 1 < n and text[i + 1] == quote:
@@ -197,8 +211,9 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
                 i += 1
             if i < n and text[i] != ";":
                 raise ConnectionStringError(
-                    f"unexpected text {text[i:i + 10]!r} after the quoted value of {key.strip()!r} at "
-                    f"position {i}; put ';' after the closing quote")
+                    f"unexpected text {text[i : i + 10]!r} after the quoted value of {key.strip()!r} at "
+                    f"position {i}; put ';' after the closing quote"
+                )
             pairs.append((key, "".join(buf), True))
         else:
             vstart = i
@@ -216,8 +231,13 @@ def _norm_key(raw: str) -> str:
     return key
 
 
-def parse_address(value: str, *, what: str = "Server", default_port: int = DEFAULT_PORT,
-                  instance_ports: Mapping[str, int] | None = None) -> Address:
+def parse_address(
+    value: str,
+    *,
+    what: str = "Server",
+    default_port: int = DEFAULT_PORT,
+    instance_ports: Mapping[str, int] | None = None,
+) -> Address:
     """Parse one server value (``host``, ``host,port``, ``tcp:host,port``, ``host\\instance[,port]``,
     ``[v6],port``) into an :class:`Address` (MIR-1/MIR-4 partner names)."""
     text = value.strip()
@@ -230,19 +250,21 @@ def parse_address(value: str, *, what: str = "Server", default_port: int = DEFAU
         elif _HOST_RE.fullmatch(prefix) and prefix.lower() in ("np", "lpc", "admin", "via"):
             raise ConnectionStringError(
                 f"{what}={value!r} asks for protocol {prefix!r}; only TCP is supported: use "
-                "tcp:<host>,<port> or <host>,<port>")
+                "tcp:<host>,<port> or <host>,<port>"
+            )
         else:
             raise ConnectionStringError(
                 f"{what}={value!r}: write the port after a comma (<host>,<port>), not a colon; IPv6 "
-                "addresses go in brackets: [::1],5432")
+                "addresses go in brackets: [::1],5432"
+            )
     port: int | None = None
     if "," in text:
         host_part, _, port_text = text.rpartition(",")
         port_text = port_text.strip()
         if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
             raise ConnectionStringError(
-                f"{what}={value!r} has a bad port {port_text!r}; the port after ',' must be "
-                "a number 1..65535")
+                f"{what}={value!r} has a bad port {port_text!r}; the port after ',' must be a number 1..65535"
+            )
         port = int(port_text)
         text = host_part.strip()
     instance: str | None = None
@@ -264,13 +286,15 @@ def parse_address(value: str, *, what: str = "Server", default_port: int = DEFAU
         if not host or not _HOST_RE.fullmatch(host):
             raise ConnectionStringError(
                 f"{what}={value!r}: {host!r} is not a host name or IP address "
-                "(letters, digits, '.', '-', '_')")
+                "(letters, digits, '.', '-', '_')"
+            )
     if port is None and instance is not None:
         table = {k.lower(): v for k, v in (instance_ports or {}).items()}
         if instance.lower() not in table:
             raise ConnectionStringError(
                 f"{what}={value!r} names instance {instance!r} but no port: the harness has no SQL Server "
-                f"Browser; write {host}\\{instance},<port>, or pass instance_ports={{{instance!r}: <port>}}")
+                f"Browser; write {host}\\{instance},<port>, or pass instance_ports={{{instance!r}: <port>}}"
+            )
         port = int(table[instance.lower()])
     return Address(host, default_port if port is None else port, instance)
 
@@ -280,16 +304,16 @@ def _parse_timeout(value: str) -> float | None:
         seconds = float(value)
     except ValueError:
         raise ConnectionStringError(
-            f"Connect Timeout={value!r} is not a number; give seconds "
-            "(e.g. 15, 2.5; 0 = no timeout)") from None
+            f"Connect Timeout={value!r} is not a number; give seconds (e.g. 15, 2.5; 0 = no timeout)"
+        ) from None
     if not math.isfinite(seconds) or seconds < 0:
-        raise ConnectionStringError(
-            f"Connect Timeout={value!r} must be >= 0 seconds (0 = no timeout, MIR-8)")
+        raise ConnectionStringError(f"Connect Timeout={value!r} must be >= 0 seconds (0 = no timeout, MIR-8)")
     return None if seconds == 0 else seconds
 
 
-def parse_connection_string(text: str, *, default_port: int = DEFAULT_PORT,
-                            instance_ports: Mapping[str, int] | None = None) -> ConnectionSpec:
+def parse_connection_string(
+    text: str, *, default_port: int = DEFAULT_PORT, instance_ports: Mapping[str, int] | None = None
+) -> ConnectionSpec:
     """Parse a SQL Server keyword connection string into a :class:`ConnectionSpec` (MIR-2: a missing
     database is refused; MIR-3: no failover partner gives ``failover=None``; MIR-8: ``Connect
     Timeout=0`` gives ``login_timeout=None``). Raises :class:`ConnectionStringError`."""
@@ -303,42 +327,58 @@ def parse_connection_string(text: str, *, default_port: int = DEFAULT_PORT,
         if canon in seen or (canon not in _CANONICAL.values() and canon in extra):
             first = seen[canon][0] if canon in seen else canon
             raise ConnectionStringError(
-                f"duplicate key: {raw_key.strip()!r} sets the same setting as {first!r} earlier; keep one")
+                f"duplicate key: {raw_key.strip()!r} sets the same setting as {first!r} earlier; keep one"
+            )
         if canon in _CANONICAL.values():
             seen[canon] = (raw_key.strip(), value)
         else:
             extra[canon] = value
     if "server" not in seen or not seen["server"][1].strip():
         raise ConnectionStringError(
-            "no Server: name the initial partner with Server=<host>[,<port>] (or Data Source=...)")
-    initial = parse_address(seen["server"][1], what=seen["server"][0], default_port=default_port,
-                            instance_ports=instance_ports)
+            "no Server: name the initial partner with Server=<host>[,<port>] (or Data Source=...)"
+        )
+    initial = parse_address(
+        seen["server"][1], what=seen["server"][0], default_port=default_port, instance_ports=instance_ports
+    )
     failover = None
     if "failover partner" in seen and seen["failover partner"][1].strip():
-        failover = parse_address(seen["failover partner"][1], what=seen["failover partner"][0],
-                                 default_port=default_port, instance_ports=instance_ports)
+        failover = parse_address(
+            seen["failover partner"][1],
+            what=seen["failover partner"][0],
+            default_port=default_port,
+            instance_ports=instance_ports,
+        )
     if "network" in seen:
         net = seen["network"][1].strip()
         if net.lower() not in _TCP_NETWORK_VALUES:
             raise ConnectionStringError(
-                f"Network={net!r} is not supported; only TCP/IP is: write Network=dbmssocn or leave it out")
+                f"Network={net!r} is not supported; only TCP/IP is: write Network=dbmssocn or leave it out"
+            )
         extra["network"] = net
     database = seen.get("database", ("", ""))[1]
     if not database.strip():
         raise ConnectionStringError(
             "MIR-2: no database name: a mirroring connection string must name the database "
-            "(failover is impossible without it); add Database=<name> (or Initial Catalog=<name>)")
+            "(failover is impossible without it); add Database=<name> (or Initial Catalog=<name>)"
+        )
     login_timeout: float | None = DEFAULT_LOGIN_TIMEOUT
     if "login timeout" in seen:
         login_timeout = _parse_timeout(seen["login timeout"][1].strip())
     user = seen["user id"][1] if "user id" in seen else None
     password = seen["password"][1] if "password" in seen else None
-    return ConnectionSpec(initial=initial, failover=failover, database=database,
-                          login_timeout=login_timeout, user=user, password=password,
-                          extra=tuple(extra.items()))
+    return ConnectionSpec(
+        initial=initial,
+        failover=failover,
+        database=database,
+        login_timeout=login_timeout,
+        user=user,
+        password=password,
+        extra=tuple(extra.items()),
+    )
 
 
 # -------------------------------------------------------------------------------------------- format
+
 
 def _quote(value: str) -> str:
     if value == "" or value != value.strip() or any(c in value for c in ";\"'") or "\n" in value:

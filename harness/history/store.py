@@ -80,7 +80,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Event
     history. A torn *last* line (a run that crashed while writing) is skipped."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # split on "\n" only: str.splitlines() would also split inside strings holding U+0085/U+2028
+        lines = [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n")]
+        while lines and not lines[-1].strip():
+            lines.pop()
     except FileNotFoundError:
         raise ConfigError(f"history file {path} does not exist (save one with History.save or the "
                           "pytest plugin, which writes reports/histories/*.jsonl)") from None

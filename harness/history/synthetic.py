@@ -24,14 +24,22 @@ def mirroring_retry_history(login_timeout: float = 15.0, t0: float = 1000.0) -> 
     addr = {"A": "127.0.0.1:6001", "B": "127.0.0.1:6002"}
     h.record("node.start", t0, node="A", role="principal", seconds=0.2)
     h.record("node.start", t0 + 0.004, node="B", role="mirror", seconds=0.3)
-    disable_end, blackhole_end, promote_at = t0 + 3.0, t0 + 9.5, t0 + 11.2
+    disable_end, slow_end, reset_end, promote_at = t0 + 2.5, t0 + 6.0, t0 + 9.0, t0 + 11.2
     h.record("fault.start", t0 + 0.05, fault="disable", id="f1", node="A", params={"proxy": "A"})
-    h.record("fault.end", disable_end, fault="disable", id="f1", node="A", seconds=2.95, error=None)
-    h.record("fault.start", disable_end + 0.001, fault="blackhole", id="f2", node="A",
-             params={"proxy": "A", "toxic": "timeout", "timeout": 0})
-    h.record("fault.end", blackhole_end, fault="blackhole", id="f2", node="A", seconds=6.5, error=None)
+    h.record("fault.end", disable_end, fault="disable", id="f1", node="A", seconds=2.45, error=None)
+    h.record("fault.start", disable_end + 0.001, fault="timeout", id="f2", node="A",
+             params={"proxy": "A", "toxic": "timeout", "timeout": 2000})
+    h.record("fault.end", slow_end, fault="timeout", id="f2", node="A", seconds=3.5, error=None)
+    h.record("fault.start", slow_end + 0.001, fault="reset", id="f3", node="A",
+             params={"proxy": "A", "toxic": "reset_peer", "timeout": 5})
+    h.record("fault.end", reset_end, fault="reset", id="f3", node="A", seconds=3.0, error=None)
+    h.record("fault.start", reset_end + 0.5, fault="mark-state", id="f4", node="A",
+             params={"state": "failover in progress"})
+    h.record("node.stop", promote_at - 0.3, node="A", mode="fast", seconds=0.1)
     h.record("role.change", promote_at, node="B", old_role="mirror", new_role="principal")
     h.record("role.change", promote_at + 0.05, node="A", old_role="principal", new_role="mirror")
+    h.record("node.start", promote_at + 0.3, node="A", role="mirror", seconds=0.3)
+    h.record("fault.end", promote_at + 0.35, fault="mark-state", id="f4", node="A", seconds=2.05, error=None)
     t = t0 + 0.1
     deadline = t + login_timeout
     conn_id = 0
@@ -40,6 +48,14 @@ def mirroring_retry_history(login_timeout: float = 15.0, t0: float = 1000.0) -> 
     delays = [0.1, 0.2, 0.4, 0.8]
     rnd = 0
     opened = False
+
+    def accepted(name: str, at: float, port: int) -> int:
+        nonlocal conn_id
+        conn_id += 1
+        h.record("conn.accepted", at + 0.0003, proxy=name, conn_id=conn_id, client=f"127.0.0.1:{port}",
+                 listen=addr[name], upstream=f"127.0.0.1:{7000 + int(addr[name][-1])}", node=name)
+        return conn_id
+
     while t < deadline and not opened:
         rnd += 1
         fast_round = True
@@ -48,34 +64,35 @@ def mirroring_retry_history(login_timeout: float = 15.0, t0: float = 1000.0) -> 
             retry = min(rnd * 0.08 * login_timeout, deadline - t)
             h.record("attempt.start", t, process="c1", attempt=attempt, target=target, address=addr[name],
                      retry_time=round(retry, 3))
+            port = 50000 + attempt
             if name == "A" and t < disable_end:
                 end, outcome, err = t + 0.0012, "refused", "connection refused"
-            elif name == "A" and t < blackhole_end:
-                conn_id += 1
-                h.record("conn.accepted", t + 0.0003, proxy="A", conn_id=conn_id, client="127.0.0.1:50000",
-                         listen=addr["A"], upstream="127.0.0.1:7001", node="A")
-                end, outcome, err = t + retry, "timeout", "retry time expired"
-                h.record("conn.closed", end + 0.0005, proxy="A", conn_id=conn_id, by="client",
-                         reason="client closed", bytes_up=180, bytes_down=0)
+            elif name == "A" and t < slow_end:
+                cid = accepted("A", t, port)
+                end, outcome, err = t + min(2.0, retry), "timeout", "timeout toxic closed the connection"
+                h.record("conn.closed", end, proxy="A", conn_id=cid, by="toxic", reason="timeout toxic",
+                         bytes_up=180, bytes_down=0)
                 fast_round = False
+            elif name == "A" and t < reset_end:
+                cid = accepted("A", t, port)
+                end, outcome, err = t + 0.0055, "reset", "connection reset by peer"
+                h.record("conn.closed", end, proxy="A", conn_id=cid, by="toxic", reason="reset_peer",
+                         bytes_up=180, bytes_down=0)
             elif name == "A":
-                conn_id += 1
-                h.record("conn.accepted", t + 0.0003, proxy="A", conn_id=conn_id, client="127.0.0.1:50001",
-                         listen=addr["A"], upstream="127.0.0.1:7001", node="A")
-                end, outcome, err = t + 0.006, "inactive", "database is a mirror"
-                h.record("conn.closed", end, proxy="A", conn_id=conn_id, by="upstream", reason="EOF",
+                cid = accepted("A", t, port)
+                end, outcome, err = t + 0.006, "inactive", "failover in progress"
+                h.record("conn.closed", end, proxy="A", conn_id=cid, by="upstream", reason="EOF",
                          bytes_up=180, bytes_down=96)
             else:
-                conn_id += 1
-                h.record("conn.accepted", t + 0.0003, proxy="B", conn_id=conn_id, client="127.0.0.1:50002",
-                         listen=addr["B"], upstream="127.0.0.1:7002", node="B")
+                cid = accepted("B", t, port)
                 if t < promote_at:
-                    end, outcome, err = t + 0.007, "inactive", "the database system is not accepting connections"
-                    h.record("conn.closed", end, proxy="B", conn_id=conn_id, by="upstream", reason="EOF",
+                    end, outcome = t + 0.007, "inactive"
+                    err = "the database system is not accepting connections"
+                    h.record("conn.closed", end, proxy="B", conn_id=cid, by="upstream", reason="EOF",
                              bytes_up=180, bytes_down=120)
                 else:
                     end, outcome, err = t + 0.012, "opened", None
-                    h.record("conn.upstream_connected", t + 0.0008, proxy="B", conn_id=conn_id,
+                    h.record("conn.upstream_connected", t + 0.0008, proxy="B", conn_id=cid,
                              upstream="127.0.0.1:7002")
                     opened = True
             h.record("attempt.end", end, process="c1", attempt=attempt, target=target, address=addr[name],
@@ -95,6 +112,7 @@ def mirroring_retry_history(login_timeout: float = 15.0, t0: float = 1000.0) -> 
             h.record("op.ok", t, process="c1", op_id=i, f="query", value=1)
         h.record("conn.closed", t + 0.01, proxy="B", conn_id=conn_id, by="client", reason="client closed",
                  bytes_up=2400, bytes_down=3100)
+        h.record("op.ok", t + 0.01, process="c1", op_id=99, f="close", value=None)
     else:
         h.record("op.fail", t, process="c1", op_id=1, f="open", error="login timeout expired")
     return h
@@ -193,7 +211,8 @@ def switchover_sessions_history(sessions: int = 20, duration: float = 10.0, swit
                     attempt(n + 100, "pg2", start2, "opened" if ok else "inactive", end2)
                     if not ok:
                         events.append(("conn.closed", end2, {"proxy": "pg2", "conn_id": c2, "by": "upstream",
-                                                             "reason": "EOF", "bytes_up": 90, "bytes_down": 80}))
+                                                             "reason": "EOF", "bytes_up": 90,
+                                                             "bytes_down": 80}))
                     t = end2 + rng.uniform(0.03, 0.06)
                     if ok:
                         break

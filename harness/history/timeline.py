@@ -48,6 +48,7 @@ OUTCOMES: dict[str, tuple[str, str]] = {
     "timeout": ("#6a1b9a", "timed out"),
     "reset": ("#c62828", "reset / error"),
     "client": ("#607d8b", "closed by client"),
+    "server": ("#5d4037", "closed by server"),
 }
 OP_COLOURS = {"ok": "#43a047", "fail": "#e53935", "info": "#fbc02d"}
 DELAY_COLOUR = "#bdbdbd"
@@ -265,7 +266,9 @@ def _close_category(c: _Conn) -> str:
         return "client"
     if by == "proxy":
         return "reset"
-    return "refused"  # closed by the server: login rejected or server went away
+    # closed by the server: a quick close with little data is a rejected login, else the server ended it
+    short = c.closed.t - c.accepted.t < 1.0 and int(c.closed.get("bytes_down") or 0) < 1024
+    return "refused" if short else "server"
 
 
 # ------------------------------------------------------------------------------------------ drawing
@@ -338,7 +341,8 @@ class _Svg:
         if "wall_origin" in self.meta and "monotonic_origin" in self.meta:
             try:
                 wall = float(self.meta["wall_origin"]) + (t - float(self.meta["monotonic_origin"]))
-                text += " " + _time.strftime("%H:%M:%S", _time.gmtime(wall)) + f".{int(wall % 1 * 1e6):06d} UTC"
+                clock = _time.strftime("%H:%M:%S", _time.gmtime(wall))
+                text += f" {clock}.{int(wall % 1 * 1e6):06d} UTC"
             except (TypeError, ValueError):
                 pass
         return text
@@ -374,7 +378,6 @@ class _Svg:
 
     # sections --------------------------------------------------------------------------------------
     def render(self, title: str) -> str:
-        m = self.m
         y = 22.0
         self.text(self.root, 10, y, _fit(title, WIDTH - 20, 8), None, font_size="15", font_weight="bold")
         y += 18
@@ -434,7 +437,8 @@ class _Svg:
         row_h = 16
         self.caption(y, "Faults", row_h)
         band = self.layers["bands"]
-        for (start, end), (x0, x1), row, label, fits in zip(m.faults, spans, rows, labels, inside, strict=True):
+        for (start, end), (x0, x1), row, label, fits in zip(m.faults, spans, rows, labels, inside,
+                                                             strict=True):
             ry = y + row * row_h + 1
             error = end.get("error") if end is not None else None
             title = (f"fault {label}\nstart {self.when(start.t)}\n"
@@ -478,7 +482,8 @@ class _Svg:
         if not m.markers:
             return y
         labels = [self.marker_label(e) for e in m.markers]
-        spans = [(self.x(e.t) - 4, self.x(e.t) + 8 + len(lbl) * CHAR_W) for e, lbl in zip(m.markers, labels, strict=True)]
+        spans = [(self.x(e.t) - 4, self.x(e.t) + 8 + len(lbl) * CHAR_W)
+                 for e, lbl in zip(m.markers, labels, strict=True)]
         rows, n = _pack(spans, gap=3)
         n = min(n, 4)
         row_h = 15
@@ -545,7 +550,7 @@ class _Svg:
             conns = [c for c in m.conns if c.lane == lane]
             spans = [(self.x(c.accepted.t), max(self.x(c.closed.t if c.closed else m.t1),
                                                  self.x(c.accepted.t) + 2)) for c in conns]
-            rows, n = _pack(spans, gap=1)
+            rows, n = _pack(spans, gap=0)
             row_h, bar_h = _row_size(n)
             h = max(22.0, n * row_h + 8)
             roles = m.roles.get(lane, [])
@@ -566,11 +571,13 @@ class _Svg:
                  f"outcome: {OUTCOMES[outcome][1]}",
                  f"accepted {self.when(a.t)}"]
         if a.get("client"):
-            lines.append(f"client {a.get('client')} → listen {a.get('listen')} → upstream {a.get('upstream')}")
+            lines.append(f"client {a.get('client')} → listen {a.get('listen')} → "
+                         f"upstream {a.get('upstream')}")
         if c.upstream_ok is not None:
             lines.append(f"upstream connected {self.when(c.upstream_ok.t)}")
         if c.upstream_failed is not None:
-            lines.append(f"upstream failed {self.when(c.upstream_failed.t)}: {c.upstream_failed.get('error')}")
+            lines.append(f"upstream failed {self.when(c.upstream_failed.t)}: "
+                         f"{c.upstream_failed.get('error')}")
         if c.closed is not None:
             lines.append(f"closed {self.when(c.closed.t)} by {c.closed.get('by')}"
                          + (f" ({c.closed.get('reason')})" if c.closed.get("reason") else ""))
@@ -583,14 +590,13 @@ class _Svg:
                          f" ({c.attempt.start.get('target')})")
         title = "\n".join(lines)
         w = self.bar(g, a.t, t_end, y, h, OUTCOMES[outcome][0], title, f"bar conn conn-{outcome}",
-                     _fmt_s(t_end - a.t) if c.closed is not None else None,
-                     stroke_dasharray="3 2" if c.closed is None else None,
-                     stroke="#1b5e20" if c.closed is None else None)
-        if close != outcome and c.closed is not None and w >= 6:  # end cap: how it closed
+                     _fmt_s(t_end - a.t) if c.closed is not None else None)
+        if close != outcome and w >= 6:  # end cap: how the proxy saw it close (or still open)
             x1 = self.x(a.t) + w
-            self.el(g, "rect", f"closed: {OUTCOMES[close][1]}\n{self.when(c.closed.t)}", class_="close-cap",
-                    x=x1 - 3, y=y, width=3, height=h, fill=OUTCOMES[close][0], stroke="#ffffff",
-                    stroke_width="0.5")
+            cap_title = (f"closed: {OUTCOMES[close][1]}\n{self.when(c.closed.t)}" if c.closed is not None
+                         else "still open at the end of the history")
+            self.el(g, "rect", cap_title, class_="close-cap", x=x1 - 3, y=y, width=3, height=h,
+                    fill=OUTCOMES[close][0], stroke="#ffffff", stroke_width="0.5")
 
     def client_lanes(self, y: float) -> float:
         m = self.m
@@ -611,9 +617,9 @@ class _Svg:
             attempts = attempts_by.get(lane, [])
             delays = delays_by.get(lane, [])
             ops = ops_by.get(lane, [])
-            spans = [(self.x(a.start.t), max(self.x(a.end.t if a.end else m.t1), self.x(a.start.t) + 2))
-                     for a in attempts]
-            rows, n = _pack(spans, gap=0.5) if attempts else ([], 0)
+            # pack on real time: a session's sequential attempts share one row even when tiny
+            spans = [(a.start.t, a.end.t if a.end else m.t1) for a in attempts]
+            rows, n = _pack(spans, gap=0.0) if attempts else ([], 0)
             bar_h = 9.0 if many else 11.0
             row_h = bar_h + 2
             op_h = 5.0 if many else 7.0
@@ -649,11 +655,13 @@ class _Svg:
             if e.get("error"):
                 lines.append(f"error: {e.get('error')}")
         if a.conn is not None:
-            lines.append(f"network: proxy {a.conn.accepted.get('proxy')} connection {a.conn.accepted.get('conn_id')}")
-        self.bar(g, s.t, t_end, y, h, OUTCOMES[outcome][0], "\n".join(lines), f"bar attempt attempt-{outcome}",
-                 _fmt_s(t_end - s.t) if e is not None else None)
+            accepted = a.conn.accepted
+            lines.append(f"network: proxy {accepted.get('proxy')} connection {accepted.get('conn_id')}")
+        self.bar(g, s.t, t_end, y, h, OUTCOMES[outcome][0], "\n".join(lines),
+                 f"bar attempt attempt-{outcome}", _fmt_s(t_end - s.t) if e is not None else None)
         retry = s.get("retry_time")
-        if isinstance(retry, int | float) and retry > 0:
+        # the retry-time mark only where it matters: attempts that ran for most of their retry time
+        if isinstance(retry, int | float) and retry > 0 and (t_end - s.t) >= 0.5 * float(retry):
             xr = self.x(s.t + float(retry))
             if xr - self.x(s.t) >= 3:
                 self.el(g, "line", f"retry time ends {self.when(s.t + float(retry))}", class_="retry-mark",
@@ -680,8 +688,9 @@ class _Svg:
             first: _Op = members[0]
             f = (first.invoke or first.done).get("f")  # type: ignore[union-attr]
             if len(members) == 1:
-                title = f"op {f} {status}\ninvoke {self.when(t_a)}\n" + (
-                    f"done {self.when(t_b)} ({_fmt_s(t_b - t_a)})" if first.done is not None else "no completion")
+                done = (f"done {self.when(t_b)} ({_fmt_s(t_b - t_a)})" if first.done is not None
+                        else "no completion")
+                title = f"op {f} {status}\ninvoke {self.when(t_a)}\n{done}"
                 err = first.done.get("error") if first.done is not None else None
                 if err:
                     title += f"\nerror: {err}"
@@ -692,8 +701,9 @@ class _Svg:
                 fs = sorted({str((op.invoke or op.done).get("f")) for op in members})  # type: ignore[union-attr]
                 title = (f"{len(members)} ops {status} ({', '.join(fs)})\nfrom {self.when(t_a)}\n"
                          f"to {self.when(t_b)}")
+            # failures and indeterminate results are rare and matter most: draw them wider
             self.bar(g, t_a, t_b, y, h, OP_COLOURS.get(status, OP_COLOURS["info"]), title,
-                     f"op op-{status}", None, min_w=1.5)
+                     f"op op-{status}", None, min_w=1.5 if status == "ok" else 3.0)
 
     def axis(self, top: float, bottom: float, label_y: float) -> None:
         span = self.span
@@ -785,9 +795,11 @@ def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[s
     attached to each suite test next to the history."""
     events, meta_d = _coerce(history_or_events, meta)
     if not events:
-        root = ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "width": str(WIDTH), "height": "60",
-                                  "viewBox": f"0 0 {WIDTH} 60", "font-family": FONT, "font-size": "12"})
-        ET.SubElement(root, "rect", {"x": "0", "y": "0", "width": str(WIDTH), "height": "60", "fill": "#ffffff"})
+        root = ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "width": str(WIDTH),
+                                  "height": "60", "viewBox": f"0 0 {WIDTH} 60", "font-family": FONT,
+                                  "font-size": "12"})
+        ET.SubElement(root, "rect", {"x": "0", "y": "0", "width": str(WIDTH), "height": "60",
+                                     "fill": "#ffffff"})
         t = ET.SubElement(root, "text", {"x": "10", "y": "24", "font-weight": "bold"})
         t.text = title
         t2 = ET.SubElement(root, "text", {"x": "10", "y": "44", "fill": "#757575"})

@@ -127,7 +127,7 @@ class LocalTopology:
     like an SQL Server mirror (the inactive partner of MIR-7)."""
 
     def __init__(self, nodes: int = 2, mode: str = "sync", mirror_readable: bool = False,
-                 history: Any = None, links: Links | None = None, topology: str | None = None,
+                 history: Any = None, links: Links | str = "proxy", topology: str | None = None,
                  detached: bool = False, progress: Callable[[str], None] | None = None) -> None:
         if mode not in ("sync", "async"):
             raise ConfigError(f"mode must be 'sync' or 'async', not {mode!r}")
@@ -138,7 +138,8 @@ class LocalTopology:
         self.mirror_readable = bool(mirror_readable)
         self.topology = topology or ("pg-pair" if nodes == 2 else f"pg-group{nodes}")
         self.history = history
-        self.links: Links = links or DirectLinks()
+        self._links_spec = links
+        self.links: Links = DirectLinks() if links in (None, "direct", "proxy") else _make_links(links, detached)
         self.detached = detached
         self.progress = progress or (lambda msg: None)
         self.run_as: RunAs = database_user()
@@ -155,7 +156,8 @@ class LocalTopology:
         path = run_path(run_id)
         state = load_state(path)
         topo = cls(nodes=len(state["nodes"]), mode=state["mode"], mirror_readable=state["mirror_readable"],
-                   history=history, links=links, topology=state["topology"], detached=state.get("detached", False))
+                   history=history, links=links or "direct", topology=state["topology"],
+                   detached=state.get("detached", False))
         topo.run_id, topo.path, topo._state = run_id, path, state
         if links is None:
             topo.links = _links_from_state(state)
@@ -165,6 +167,9 @@ class LocalTopology:
     def up(self) -> LocalTopology:
         """Create the run directory, start every server, wait until the mirror(s) stream."""
         t0 = time.monotonic()
+        if self._links_spec == "proxy":
+            self.progress("starting the fault proxy")
+            self.links = _make_links("proxy", self.detached)
         self.run_id = new_run_id()
         self.path = runs_dir() / self.run_id
         self.path.mkdir(mode=0o755)
@@ -416,11 +421,15 @@ class LocalTopology:
         deadline = time.monotonic() + timeout
         state = None
         with pg.admin_connect(self.socket_dir(principal), p["port"]) as conn:
+            # Caught up on the principal's own timeline: right after a timeline switch a standby
+            # first streams the old timeline to its end, then reconnects; only WAL written on the
+            # new timeline (past the switch point) proves it follows the new principal.
+            target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
             while time.monotonic() < deadline:
-                row = conn.execute("SELECT state FROM pg_stat_replication WHERE application_name = %s",
-                                   (standby,)).fetchone()
+                row = conn.execute("SELECT state, coalesce(flush_lsn >= %s::pg_lsn, false) FROM pg_stat_replication "
+                                   "WHERE application_name = %s", (target, standby)).fetchone()
                 state = row[0] if row else None
-                if state == "streaming":
+                if state == "streaming" and row[1]:
                     return
                 if not pid_alive(self._node_state(standby)["pid"]):
                     break
@@ -513,7 +522,18 @@ class LocalTopology:
         self.links.roles_changed(self)
         for other in live_standbys:
             self._reload(other["name"])
+        for other in live_standbys:
+            self._follow_or_rewind(other["name"], new)
         return old
+
+    def _follow_or_rewind(self, standby: str, principal: str) -> None:
+        """Make a surviving standby follow a new principal; if it cannot (an asynchronous standby
+        that had received more WAL than the promoted one), rewind it and start it again."""
+        try:
+            self._wait_streaming(standby, principal, timeout=5)
+        except TopologyError:
+            self._stop_server(standby, "fast")
+            self._rewind_and_start(standby, principal)
 
     def _rejoin(self, name: str | None) -> str:
         principal = self._principal_name()
@@ -601,6 +621,20 @@ class LocalTopology:
         """What the principal currently answers to ``SHOW mirroring.partner``."""
         with self.principal.admin() as conn:
             return conn.execute("SHOW mirroring.partner").fetchone()[0]
+
+
+def _make_links(links: Links | str | None, detached: bool) -> Links:
+    """``"proxy"`` (default): every address behind the fault proxy; ``"direct"``: none; or a
+    ready-made :class:`~harness.topology.links.Links`."""
+    if links is None or links == "direct":
+        return DirectLinks()
+    if links == "proxy":
+        from harness.faults.wiring import start_proxied_links
+
+        return start_proxied_links(detached=detached)
+    if isinstance(links, str):
+        raise ConfigError(f"links must be 'proxy', 'direct' or a Links object, not {links!r}")
+    return links
 
 
 def _links_from_state(state: dict[str, Any]) -> Links:

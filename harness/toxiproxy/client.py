@@ -57,6 +57,8 @@ class ToxiproxyClient:
     def _request(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None,
                  ok: tuple[int, ...] = (200,)) -> Any:
         full = f"{self.url}{path}"
+        if self._http.is_closed:
+            raise ProxyError(f"the Toxiproxy client for {self.url} is closed; create a new one")
         try:
             resp = self._http.request(method, path, json=json, params=params)
         except httpx.TimeoutException as exc:

@@ -31,7 +31,9 @@ from harness.toxiproxy.models import STREAMS, TOXIC_TYPES, ConnEvent, split_host
 log = logging.getLogger(__name__)
 
 VERSION = "2.12.0"
-CHUNK = 32 * 1024
+CHUNK = 32 * 1024  # what a toxic sees per read, like the real server
+FAST_CHUNK = 256 * 1024  # read size when no toxic acts on a link (fewer wake-ups, same bytes)
+STREAM_LIMIT = 256 * 1024  # asyncio StreamReader buffer limit
 HIGH_WATER = 256 * 1024  # bytes buffered towards a peer before the reader waits for it to drain
 QUEUE_HIGH = 1024 * 1024  # bytes queued in front of the toxics before the reader waits
 EVENTS_KEPT = 100_000
@@ -173,7 +175,7 @@ class ProxyState:
             raise ApiError(500, f"listen tcp {self.listen}: bind: {detail}") from exc
         bound = sock.getsockname()
         self.listen = f"[{bound[0]}]:{bound[1]}" if family == socket.AF_INET6 else f"{bound[0]}:{bound[1]}"
-        self.listener = await asyncio.start_server(self._accept, sock=sock, limit=2 * CHUNK)
+        self.listener = await asyncio.start_server(self._accept, sock=sock, limit=STREAM_LIMIT)
         self.enabled = True
 
     def stop(self, reason: str) -> None:
@@ -290,15 +292,21 @@ class Link:
         reason = f"{self.source} closed"
         try:
             while not conn.closed:
-                data = await reader.read(CHUNK)
+                slow = bool(self.active or self.queue)
+                data = await reader.read(CHUNK if slow else FAST_CHUNK)
                 if not data:
                     break
                 if self.active or self.queue:
-                    self._enqueue(data)
+                    for i in range(0, len(data), CHUNK):  # toxics see <= 32 KiB chunks
+                        self._enqueue(data[i:i + CHUNK] if len(data) > CHUNK else data)
                     if self.queued_bytes > QUEUE_HIGH:
                         self.queue_room.clear()
                         await self.queue_room.wait()
                     continue
+                if transport.is_closing():  # the destination went away
+                    reason = f"{'upstream' if self.direction == 'upstream' else 'client'} closed"
+                    conn.close("upstream" if self.direction == "upstream" else "client", reason)
+                    return
                 writer.write(data)
                 self.nbytes += len(data)
                 if transport.get_write_buffer_size() > HIGH_WATER:
@@ -372,7 +380,8 @@ class Link:
                 return  # dropped on the floor
             if kind == "latency":
                 jitter = toxic.attr("jitter")
-                deadline += (toxic.attr("latency") + (random.uniform(-jitter, jitter) if jitter else 0)) / 1000
+                delay_ms = toxic.attr("latency") + (random.uniform(-jitter, jitter) if jitter else 0)
+                deadline += delay_ms / 1000
                 wait = deadline - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
@@ -481,7 +490,7 @@ class Conn:
                          listen=proxy.listen, upstream=upstream, node=proxy.node)
         try:
             host, port = split_hostport(upstream)
-            up_reader, up_writer = await asyncio.open_connection(host, port, limit=2 * CHUNK)
+            up_reader, up_writer = await asyncio.open_connection(host, port, limit=STREAM_LIMIT)
         except (OSError, ValueError) as exc:
             if self.closed:
                 return

@@ -115,12 +115,12 @@ async def connect_backend(address: Address, user: str, password: str | None, par
     (database, application_name, client_encoding...). Serves PER-1 (re-attach to a new principal)."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError) as exc:
         raise BackendError(f"cannot connect to {address[0]}:{address[1]}: {exc or 'timeout'}") from exc
     conn = BackConn(reader, writer, address)
     try:
         await asyncio.wait_for(_login(conn, user, password, params), timeout)
-    except asyncio.TimeoutError as exc:
+    except TimeoutError as exc:
         conn.close()
         raise BackendError(f"login to {address[0]}:{address[1]} timed out") from exc
     except BackendError:
@@ -199,7 +199,7 @@ async def probe_candidates(candidates: Sequence[Address], user: str, password: s
             if rows and rows[0] and rows[0][0][0] == "f":
                 return address
             errors.append(f"{address[0]}:{address[1]} is in recovery")
-        except (BackendError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, BackendError, OSError) as exc:
             errors.append(str(exc))
         finally:
             conn.close()
@@ -210,7 +210,7 @@ async def send_cancel(address: Address, pid: int, secret: int) -> None:
     """Send a CancelRequest for a back connection's real key."""
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(*address), 2.0)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return
     try:
         writer.write(pq.cancel_request(pid, secret))

@@ -158,11 +158,6 @@ class SessionState:
             self.unsynced = False
         elif k == "F":
             self.inflight.append(Pending("F"))
-        elif k == "H":
-            pass
-        elif k in ("d", "c", "f"):
-            if k in ("c", "f"):
-                self.copy_in_progress = False
 
     # ----------------------------------------------------------------------- back messages
     def _pop(self, kinds: str) -> Pending | None:

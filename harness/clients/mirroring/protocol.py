@@ -1,0 +1,172 @@
+"""What a mirroring client adapter offers the harness (profile ``mirroring``, RULEBOOK MIR-1…13).
+
+An adapter is constructed as ``factory(history=None, process=None, **options)`` and offers:
+
+* ``open(spec)`` - ``spec`` is a :class:`~harness.clients.connstring.ConnectionSpec` or a connection
+  string; returns a :class:`MirroringConnection`, or raises :class:`ConnectionOpenError` carrying the
+  attempts the client made (its own view) - or :class:`~harness.clients.connstring.ConnectionStringError`
+  (a ConfigError) for a string it refuses, e.g. without a database (MIR-2).
+* ``abort()`` - from any thread: a pending ``open`` gives up at once (raises ``ConnectionOpenError``
+  with ``reason="aborted"``); later opens work again.
+* ``shutdown()`` - abort, close every connection this client opened, and refuse further opens.
+
+A connection offers ``execute(sql, params=None) -> list[tuple]``, ``close()`` and
+``presented_server`` (the server name the connection presents, MIR-12). A connection that breaks
+raises :class:`ConnectionLostError` from ``execute`` and stays broken: nothing reconnects by itself
+(MIR-11).
+
+The client records its own view into the optional :class:`~harness.history.History` given at
+construction, under its ``process`` id (docs/events.md): ``op.invoke``/``op.ok``/``op.fail`` for
+``open``, ``execute`` and ``close``; ``attempt.start``/``attempt.end`` per connection attempt (when
+it can see them) and ``attempt.delay`` per retry delay. :class:`Recorder` does the bookkeeping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from harness.clients.connstring import ConnectionSpec
+
+#: Outcomes of one attempt (``attempt.end`` ``outcome``).
+OUTCOMES = ("opened", "refused", "timeout", "reset", "inactive", "error", "aborted")
+#: Outcomes after which a mirroring client tries the other partner (everything but ``error``).
+RETRYABLE = frozenset({"refused", "timeout", "reset", "inactive"})
+
+
+class MirroringClientError(Exception):
+    """Base of the errors a mirroring client raises to the application (not harness errors: an
+    application sees them; a test decides whether they are expected)."""
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One connection attempt as the client saw it (monotonic seconds)."""
+
+    n: int
+    target: str  # "initial" / "failover"
+    address: str  # host:port
+    start: float
+    end: float
+    outcome: str
+    error: str | None = None
+    retry_time: float | None = None
+
+    @property
+    def duration(self) -> float:
+        """Seconds the attempt took."""
+        return self.end - self.start
+
+
+class ConnectionOpenError(MirroringClientError):
+    """An open failed. ``reason``: ``timeout`` (login timeout expired), ``error`` (a non-retryable
+    answer, e.g. an unknown database or a bad password), ``refused``/``reset``/``inactive`` (the
+    only partner failed, MIR-3) or ``aborted``; ``attempts``: what the client tried."""
+
+    def __init__(self, message: str, *, reason: str, attempts: Sequence[AttemptRecord] = ()) -> None:
+        self.reason = reason
+        self.attempts: tuple[AttemptRecord, ...] = tuple(attempts)
+        tried = "; ".join(f"#{a.n} {a.target} {a.address} {a.outcome} {a.duration:.3f}s"
+                          for a in self.attempts[-6:])
+        more = f" (last of {len(self.attempts)})" if len(self.attempts) > 6 else ""
+        super().__init__(f"{message} [{reason}; attempts{more}: {tried or 'none'}]")
+
+
+class ConnectionLostError(MirroringClientError):
+    """An established connection broke (MIR-11: the application sees it; no automatic reconnect)."""
+
+
+@runtime_checkable
+class MirroringConnection(Protocol):
+    """An open connection of a mirroring client."""
+
+    @property
+    def presented_server(self) -> str:
+        """The server name this connection presents itself as connected to (MIR-12)."""
+        ...
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement (autocommit) and return its rows ([] when it returns none)."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class MirroringClient(Protocol):
+    """A mirroring client under test (a reference implementation or an adapter of a real driver)."""
+
+    def open(self, spec: ConnectionSpec | str) -> MirroringConnection:
+        """Open a connection following the client's failover behaviour (MIR-1…10, MIR-13)."""
+        ...
+
+    def abort(self) -> None:
+        """Make a pending open give up at once (callable from another thread)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Abort, close every connection, refuse further opens."""
+        ...
+
+
+class Recorder:
+    """Writes a client's own view into an optional History under one ``process`` id."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, history: Any = None, process: Any = None) -> None:
+        self.history = history
+        self.process = process if process is not None else f"mirroring-{next(self._ids)}"
+        self._op_ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def record(self, type_: str, **fields: Any) -> Any:
+        """Record one event (no-op without a history)."""
+        if self.history is None:
+            return None
+        return self.history.record(type_, process=self.process, **fields)
+
+    def invoke(self, f: str, value: Any = None) -> int:
+        """``op.invoke``; returns the op_id."""
+        with self._lock:
+            op_id = next(self._op_ids)
+        self.record("op.invoke", op_id=op_id, f=f, value=value)
+        return op_id
+
+    def ok(self, op_id: int, f: str, value: Any = None) -> None:
+        """``op.ok``."""
+        self.record("op.ok", op_id=op_id, f=f, value=value)
+
+    def fail(self, op_id: int, f: str, error: str) -> None:
+        """``op.fail`` (the operation certainly did not take effect)."""
+        self.record("op.fail", op_id=op_id, f=f, error=error)
+
+    def info(self, op_id: int, f: str, error: str) -> None:
+        """``op.info`` (outcome unknown)."""
+        self.record("op.info", op_id=op_id, f=f, error=error)
+
+
+_SECRET = re.compile(r"""(?i)\b(password|pwd)(\s*=\s*)("(?:[^"]|"")*"|'(?:[^']|'')*'|[^;]*)""")
+
+
+def redact(text: str) -> str:
+    """A connection string with its password replaced by ``***`` (what the history may hold)."""
+    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+
+
+def spec_value(spec: ConnectionSpec | None, text: str | None = None) -> dict[str, Any]:
+    """The ``op.invoke`` value of an open (read by the MIR-2 and MIR-12 checkers); never holds the
+    password."""
+    if text is not None:
+        text = redact(text)
+    if spec is None:
+        return {"connstring": text}
+    return {"initial": str(spec.initial), "failover": str(spec.failover) if spec.failover else None,
+            "database": spec.database, "login_timeout": spec.login_timeout,
+            **({"connstring": text} if text is not None else {})}

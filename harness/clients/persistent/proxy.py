@@ -1,0 +1,857 @@
+"""The persistent-connection proxy (RULEBOOK PER-1..PER-8): a PostgreSQL wire-protocol proxy in
+asyncio that keeps each client's front connection open across a switchover or failover of the
+principal, re-attaching the session to the new principal and replaying its state.
+
+One :class:`Session` per front connection; the proxy (:class:`PersistentProxy`) owns the listener,
+the drain/resume machinery and the counters. Data path: messages are framed (type + length) but
+relayed as raw byte blocks, one write per read chunk; only the few message types that change
+tracked state are decoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import secrets
+import struct
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import protocol as pq
+from .backend import (
+    Address,
+    BackConn,
+    BackendError,
+    connect_backend,
+    probe_candidates,
+    send_cancel,
+)
+from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
+from .state import NOT_SETTABLE, SessionState, quote_literal
+
+log = logging.getLogger(__name__)
+
+EventCallback = Callable[..., Any]
+
+_FRONT_TYPES = frozenset(b"QPBEDCSHFXdcf")
+_FALSE = ("0", "false", "off", "no")
+
+# SQLSTATEs used when the proxy closes a session
+ADMIN_SHUTDOWN = "57P01"
+CONNECTION_FAILURE = "08006"
+PROTOCOL_VIOLATION = "08P01"
+
+_SNAPSHOT_SQL = (
+    "SELECT (SELECT count(*) FROM pg_catalog.pg_class "
+    "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), "
+    "(SELECT count(*) FROM pg_catalog.pg_cursors); "
+    "SELECT name, setting FROM pg_catalog.pg_settings WHERE source = 'session'"
+)
+
+
+@dataclass
+class ProxyConfig:
+    """Configuration of a :class:`PersistentProxy`.
+
+    ``user``/``password``: credentials the proxy logs in with on the principal (back side).
+    ``front_users``: name -> password accepted from front clients (default ``{user: password}``).
+    ``front_auth``: ``scram`` (SCRAM-SHA-256), ``password`` (cleartext) or ``trust``.
+    ``resolver``: callable (sync or async) returning the current principal ``(host, port)``; without
+    it, ``candidates`` are probed with ``SELECT pg_is_in_recovery()`` (one candidate is used as is).
+    ``drain_window`` (PER-4) and ``recovery_window`` (PER-3) default to 60 s.
+    ``on_event``: called as ``on_event(type, **fields)`` (``History.record`` fits).
+    ``database``: database of the proxy's own probe logins (sessions use their own).
+    """
+
+    user: str
+    password: str | None = None
+    listen: Address = ("127.0.0.1", 0)
+    front_users: dict[str, str] | None = None
+    front_auth: str = "scram"
+    resolver: Callable[[], Any] | None = None
+    candidates: Sequence[Address] = ()
+    drain_window: float = 60.0
+    recovery_window: float = 60.0
+    connect_timeout: float = 5.0
+    retry_interval: float = 0.1
+    on_event: EventCallback | None = None
+    snapshot_at_drain: bool = True
+    database: str = "postgres"  # database used by the proxy's own probes
+
+    def __post_init__(self) -> None:
+        if self.front_auth not in ("scram", "password", "trust"):
+            raise ValueError(f"front_auth must be scram, password or trust, not {self.front_auth!r}")
+        if self.resolver is None and not self.candidates:
+            raise ValueError("give a resolver or at least one candidate backend address")
+        if self.front_users is None:
+            self.front_users = {self.user: self.password or ""}
+
+
+class SessionClosed(Exception):
+    """The session was closed by the proxy (reason already sent to the client)."""
+
+
+class Session:
+    """One front connection and its current back connection (PER-1 two layers)."""
+
+    def __init__(self, proxy: PersistentProxy, sid: int, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.proxy = proxy
+        self.id = sid
+        self.fr = reader
+        self.fw = writer
+        self.fbuf = bytearray()
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.client = f"{peer[0]}:{peer[1]}"
+        self.state: SessionState | None = None
+        self.back: BackConn | None = None
+        self.back_task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.back_lock = asyncio.Lock()
+        self.key = (secrets.randbits(31), secrets.randbits(31))
+        self.user = ""
+        self.database = ""
+        self.closed = False
+        self.ready = False  # startup finished (ReadyForQuery sent)
+        self.detached = False  # back dropped on purpose by a planned drain
+        self.held = False
+        self.close_reason: str | None = None
+        self.opened_at = time.monotonic()
+        self.lost_at: float | None = None  # when an unplanned failover broke the back connection
+
+    # ------------------------------------------------------------------ helpers
+    async def _read_exact(self, n: int) -> bytes:
+        while len(self.fbuf) < n:
+            chunk = await self.fr.read(65536)
+            if not chunk:
+                raise ConnectionError("client closed the connection")
+            self.fbuf += chunk
+        out = bytes(self.fbuf[:n])
+        del self.fbuf[:n]
+        return out
+
+    async def _read_front_message(self) -> tuple[bytes, bytes]:
+        header = await self._read_exact(5)
+        length = struct.unpack_from("!i", header, 1)[0]
+        if length < 4 or length > 1_000_000:
+            raise pq.ProtocolError(f"invalid message length {length}")
+        body = await self._read_exact(length - 4)
+        return header[:1], header + body
+
+    async def _send(self, data: bytes) -> None:
+        self.fw.write(data)
+        await self.fw.drain()
+
+    async def fail(self, code: str, message: str, *, rule: str | None = None, reason: str | None = None,
+                   detail: str | None = None, severity: str = "FATAL") -> None:
+        """Send a FATAL ErrorResponse to the client and close both layers of this session only."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason or message
+        with contextlib.suppress(OSError, RuntimeError):
+            if not self.fw.is_closing():
+                self.fw.write(pq.error_response(severity, code, message, detail))
+                await asyncio.wait_for(self.fw.drain(), 1.0)
+        self._teardown()
+        if rule is not None:
+            self.proxy._count_closed(self, reason or message, rule)
+
+    def _teardown(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError, RuntimeError):
+            self.fw.close()
+        if self.back is not None:
+            self.back.close()
+            self.back = None
+        current = asyncio.current_task()
+        for task in (self.back_task, self.task):
+            if task is not None and task is not current and not task.done():
+                task.cancel()
+
+    # ------------------------------------------------------------------ startup
+    async def run(self) -> None:
+        """Serve the session until either side ends it. Never raises (other sessions unaffected)."""
+        self.task = asyncio.current_task()
+        try:
+            if not await self._startup():
+                return
+            await self._front_loop()
+        except pq.ProtocolError as exc:
+            await self.fail(PROTOCOL_VIOLATION, f"protocol violation: {exc}")
+        except SessionClosed:
+            pass
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # never let one session take the proxy down
+            log.exception("session %s failed", self.id)
+            await self.fail("XX000", f"persistent proxy internal error: {exc}")
+        finally:
+            self._teardown()
+            self.proxy._forget(self)
+
+    async def _startup(self) -> bool:
+        while True:
+            raw_len = await self._read_exact(4)
+            length = struct.unpack("!i", raw_len)[0]
+            if length < 8 or length > pq.MAX_STARTUP_LEN:
+                raise pq.ProtocolError(f"invalid startup packet length {length}")
+            body = await self._read_exact(length - 4)
+            code = struct.unpack_from("!i", body, 0)[0]
+            if code in (pq.SSL_REQUEST, pq.GSSENC_REQUEST):
+                await self._send(b"N")
+                continue
+            if code == pq.CANCEL_REQUEST:
+                if len(body) >= 12:
+                    pid, secret = struct.unpack_from("!ii", body, 4)
+                    await self.proxy._cancel(pid, secret)
+                self._teardown()
+                return False
+            break
+        code, params = pq.parse_startup(body)
+        if code >> 16 != 3:
+            await self.fail("0A000", f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: "
+                            "the persistent proxy speaks protocol 3.0")
+            return False
+        unsupported = [k for k in params if k.startswith("_pq_.")]
+        if code & 0xFFFF or unsupported:
+            await self._send(pq.negotiate_protocol_version(0, unsupported))
+            for k in unsupported:
+                params.pop(k)
+        if params.get("replication", "false").lower() not in _FALSE:
+            await self.fail("0A000", "replication connections are not supported by the persistent proxy")
+            return False
+        params.pop("replication", None)
+        self.user = params.get("user", "")
+        if not self.user:
+            await self.fail("28000", "no PostgreSQL user name specified in startup packet")
+            return False
+        self.database = params.setdefault("database", self.user)
+        if not await self._authenticate():
+            return False
+        await self._send(pq.auth_request(0))
+        self.state = SessionState({k: v for k, v in params.items() if k != "user"})
+        self.proxy._emit("persist.session_open", session=self.id, client=self.client, user=self.user,
+                         database=self.database)
+        await self.proxy._wait_gate(self)
+        try:
+            async with self.back_lock:
+                await self._attach(self.proxy._recovery_deadline(), replay=False)
+        except BackendError as exc:
+            await self.fail(exc.code if exc.code.startswith(("28", "3D", "53")) else CONNECTION_FAILURE,
+                            f"persistent proxy: cannot open a session on the principal: {exc}")
+            return False
+        assert self.back is not None
+        out = [pq.parameter_status(k, v) for k, v in self.back.params.items()]
+        out.append(pq.backend_key_data(*self.key))
+        out.append(pq.ready_for_query(b"I"))
+        await self._send(b"".join(out))
+        self.state.reported = dict(self.back.params)
+        self.ready = True
+        return True
+
+    async def _authenticate(self) -> bool:
+        cfg = self.proxy.config
+        users = cfg.front_users or {}
+        if cfg.front_auth == "trust":
+            if self.user not in users:
+                await self.fail("28000", f'role "{self.user}" is not allowed by the persistent proxy')
+                return False
+            return True
+        known = self.user in users
+        if cfg.front_auth == "password":
+            await self._send(pq.auth_request(3))
+            kind, message = await self._read_front_message()
+            supplied = pq.read_cstr(pq.payload(message), 0)[0] if kind == b"p" else None
+            if not known or supplied != users[self.user]:
+                await self.fail("28P01", f'password authentication failed for user "{self.user}"')
+                return False
+            return True
+        verifier = self.proxy._verifier(self.user)
+        server = ScramServer(verifier)
+        await self._send(pq.auth_request(10, pq.cstr(MECHANISM) + b"\0"))
+        try:
+            kind, message = await self._read_front_message()
+            data = pq.payload(message)
+            mech, pos = pq.read_cstr(data, 0)
+            if kind != b"p" or mech != MECHANISM:
+                raise ScramError(f"unsupported SASL mechanism {mech!r}")
+            n = struct.unpack_from("!i", data, pos)[0]
+            first = data[pos + 4:pos + 4 + n]
+            await self._send(pq.auth_request(11, server.server_first(first)))
+            kind, message = await self._read_front_message()
+            if kind != b"p":
+                raise ScramError("expected a SASLResponse")
+            final = server.server_final(pq.payload(message))
+        except (ScramError, ValueError, struct.error):
+            await self.fail("28P01", f'password authentication failed for user "{self.user}"')
+            return False
+        if not known:
+            await self.fail("28P01", f'password authentication failed for user "{self.user}"')
+            return False
+        await self._send(pq.auth_request(12, final))
+        return True
+
+    # ------------------------------------------------------------------ back side
+    async def _attach(self, deadline: float, replay: bool, address: Address | None = None) -> None:
+        """Open a back connection to the principal (retrying until ``deadline``, PER-3), replay the
+        session's state on it when ``replay`` (PER-2) and start relaying its messages."""
+        assert self.state is not None
+        cfg = self.proxy.config
+        last: Exception | None = None
+        while True:
+            try:
+                target = address or await self.proxy.resolve()
+                back = await connect_backend(target, cfg.user, cfg.password, self.state.startup,
+                                             cfg.connect_timeout)
+                break
+            except BackendError as exc:
+                last = exc
+                if exc.code.startswith(("28", "3D")):  # bad credentials / database: no retry
+                    raise
+            if time.monotonic() >= deadline:
+                raise BackendError(f"no principal within the recovery window: {last}", CONNECTION_FAILURE)
+            await asyncio.sleep(cfg.retry_interval)
+        if replay:
+            try:
+                await self._replay(back)
+            except (BackendError, OSError) as exc:
+                back.close()
+                raise BackendError(f"session state could not be replayed: {exc}", "REPLAY") from exc
+        self.back = back
+        self.detached = False
+        self.back_task = asyncio.create_task(self._back_loop(back), name=f"persist-back-{self.id}")
+
+    async def _replay(self, back: BackConn) -> None:
+        """Replay GUCs, LISTENs and prepared statements on ``back`` (PER-2)."""
+        assert self.state is not None
+        st = self.state
+        statements = st.replay_sql()
+        if statements:
+            await back.simple_query(";\n".join(statements))
+        parses = st.replay_parse()
+        if parses:
+            back.writer.write(b"".join(parses) + pq.SYNC)
+            await back.writer.drain()
+            error = None
+            while True:
+                kind, message = await back.read_message()
+                if kind == b"E":
+                    error = pq.parse_error(message)
+                elif kind == b"S":
+                    name, value = pq.parse_parameter_status(message)
+                    back.params[name] = value
+                elif kind == b"Z":
+                    break
+            if error is not None:
+                raise BackendError(f"re-preparing statements failed: {error}")
+        # settings the server reports (ParameterStatus) but that were not changed by parsed SQL,
+        # e.g. set_config() inside a query
+        fixes = [f"SELECT pg_catalog.set_config({quote_literal(k)}, {quote_literal(v)}, false)"
+                 for k, v in st.reported.items()
+                 if k not in NOT_SETTABLE and back.params.get(k) != v]
+        if fixes:
+            await back.simple_query(";\n".join(fixes))
+        st.counters["replays"] += 1
+        self.proxy._emit("persist.replayed", session=self.id, address=f"{back.address[0]}:{back.address[1]}",
+                         gucs=len(st.committed.gucs) + len(st.snapshot_gucs),
+                         prepared=len(st.prepared_parse) + len(st.prepared_sql))
+        self.proxy.counters["replays"] += 1
+
+    async def reattach(self, deadline: float, address: Address | None = None) -> None:
+        """Re-open the back connection on the (new) principal and replay state (PER-1, PER-2)."""
+        async with self.back_lock:
+            if self.closed or self.back is not None:
+                return
+            await self._attach(deadline, replay=True, address=address)
+            self.lost_at = None
+            self.proxy._kept.discard(self.id)
+            self.proxy.counters["reconnects"] += 1
+
+    async def _ensure_back(self) -> None:
+        if self.back is not None:
+            return
+        try:
+            start = self.lost_at if self.lost_at is not None and not self.proxy._holding else None
+            await self.reattach(self.proxy._recovery_deadline(start))
+        except BackendError as exc:
+            if exc.code == "REPLAY":
+                await self.fail(CONNECTION_FAILURE, f"persistent connection lost: {exc} (PER-2)",
+                                rule="PER-2", reason="state replay failed")
+            else:
+                await self.fail(CONNECTION_FAILURE,
+                                "persistent connection closed: no principal accepted the session within "
+                                f"the recovery window of {self.proxy.config.recovery_window:g} s (PER-3)",
+                                rule="PER-3", reason="no principal within the recovery window",
+                                detail=str(exc))
+            raise SessionClosed() from exc
+        if self.back is None:
+            raise SessionClosed()
+
+    async def _back_loop(self, back: BackConn) -> None:
+        st = self.state
+        assert st is not None
+        buf = back.buf
+        server_error: str | None = None
+        try:
+            while True:
+                n = len(buf)
+                pos = 0
+                out_start = 0
+                pieces: list[bytes] = []
+                while n - pos >= 5:
+                    t = buf[pos]
+                    length = int.from_bytes(buf[pos + 1:pos + 5], "big", signed=True)
+                    if length < 4:
+                        raise pq.ProtocolError(f"backend sent invalid length {length}")
+                    end = pos + 1 + length
+                    if end > n:
+                        break
+                    if t == 68:  # DataRow: the hot path, relayed untouched
+                        st.rows_started = True
+                    else:
+                        message = bytes(buf[pos:end])
+                        if t == 69 and not st.inflight and not st.unsynced:
+                            # an error while nothing was asked: the server is ending this connection
+                            err = pq.parse_error(message)
+                            if err.severity in ("FATAL", "PANIC"):
+                                server_error = str(err)
+                                pieces.append(bytes(buf[out_start:pos]))
+                                out_start = end
+                                pos = end
+                                continue
+                        st.on_back(message[:1], message)
+                    pos = end
+                if pos:
+                    pieces.append(bytes(buf[out_start:pos]))
+                    del buf[:pos]
+                    data = b"".join(pieces)
+                    if data:
+                        self.fw.write(data)
+                        await self.fw.drain()
+                chunk = await back.reader.read(262144)
+                if not chunk:
+                    break
+                buf += chunk
+        except (ConnectionError, OSError, pq.ProtocolError) as exc:
+            server_error = server_error or str(exc)
+        except asyncio.CancelledError:
+            return
+        if back is not self.back or self.detached or self.closed:
+            return
+        await self._back_lost(server_error)
+
+    async def _back_lost(self, server_error: str | None) -> None:
+        """Unplanned failover: the back connection broke without a drain. Idle sessions are kept
+        (re-attached on next use, PER-1); the others are closed with their reason (PER-4..8)."""
+        assert self.state is not None
+        back = self.back
+        self.back = None
+        if back is not None:
+            back.close()
+        self.proxy.counters["back_lost"] += 1
+        self.lost_at = time.monotonic()
+        blocker = self.state.blocker()
+        if blocker is None:
+            self.proxy._emit("persist.back_lost", session=self.id, kept=True, error=server_error)
+            self.proxy._count_kept(self)
+            return
+        reason, rule = blocker
+        self.proxy._emit("persist.back_lost", session=self.id, kept=False, error=server_error)
+        await self.fail(CONNECTION_FAILURE,
+                        f"persistent connection not kept across failover: {reason} ({rule})",
+                        rule=rule, reason=reason, detail=f"back connection lost: {server_error}")
+
+    # ------------------------------------------------------------------ front side
+    async def _front_loop(self) -> None:
+        st = self.state
+        assert st is not None
+        buf = self.fbuf
+        proxy = self.proxy
+        while True:
+            n = len(buf)
+            pos = 0
+            block_start = 0
+            while n - pos >= 5:
+                t = buf[pos]
+                length = int.from_bytes(buf[pos + 1:pos + 5], "big", signed=True)
+                if length < 4 or length > pq.MAX_MESSAGE_LEN:
+                    raise pq.ProtocolError(f"invalid message length {length}")
+                if t not in _FRONT_TYPES:
+                    raise pq.ProtocolError(f"unexpected message type {chr(t)!r}")
+                end = pos + 1 + length
+                if end > n:
+                    break
+                if t == 88:  # Terminate
+                    if pos > block_start:
+                        await self._to_back(bytes(buf[block_start:pos]))
+                    if self.back is not None:
+                        self.back.close()
+                        self.back = None
+                    proxy._emit("persist.session_close", session=self.id, by="client")
+                    return
+                if t not in (100, 99, 102, 72) and st.is_idle():
+                    # a new request from an idle session: the switchover gate (PER-4 hold)
+                    if pos > block_start:
+                        await self._to_back(bytes(buf[block_start:pos]))
+                        block_start = pos
+                    if proxy._holding or self.back is None:
+                        await proxy._wait_gate(self)
+                        await self._ensure_back()
+                if t != 100:  # CopyData carries no state
+                    st.on_front(buf[pos:pos + 1], bytes(buf[pos:end]))
+                pos = end
+            if pos > block_start:
+                await self._to_back(bytes(buf[block_start:pos]))
+            del buf[:pos]
+            chunk = await self.fr.read(262144)
+            if not chunk:
+                return
+            buf += chunk
+
+    async def _to_back(self, data: bytes) -> None:
+        if self.back is None:
+            await self._ensure_back()
+        assert self.back is not None
+        try:
+            self.back.writer.write(data)
+            await self.back.writer.drain()
+        except (ConnectionError, OSError):
+            pass  # the back loop sees the broken connection and decides (PER-1 / PER-4..8)
+
+
+class PersistentProxy:
+    """Reference implementation of PolarProxy persistent connections for PostgreSQL (PER-1..8).
+
+    Use from asyncio: ``await proxy.start()``, ``await proxy.drain()``, ``await proxy.resume()``,
+    ``proxy.status()``, ``await proxy.stop()``. See :class:`ThreadedPersistentProxy` for threads."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self._server: asyncio.AbstractServer | None = None
+        self.sessions: dict[int, Session] = {}
+        self._next_id = 1
+        self._holding = False
+        self._gate: asyncio.Event | None = None
+        self._drained_at: float | None = None
+        self._recovery_task: asyncio.Task[None] | None = None
+        self._verifiers: dict[str, ScramVerifier] = {}
+        self._kept: set[int] = set()
+        self.counters: Counter[str] = Counter()
+        self.closed_by_reason: Counter[str] = Counter()
+        self.address: Address | None = None
+        self._principal: Address | None = None
+        self._lock: asyncio.Lock | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> Address:
+        """Start listening; returns the bound ``(host, port)``."""
+        self._gate = asyncio.Event()
+        self._gate.set()
+        self._lock = asyncio.Lock()
+        self._server = await asyncio.start_server(self._accept, *self.config.listen, backlog=512)
+        sock = self._server.sockets[0].getsockname()
+        self.address = (sock[0], sock[1])
+        return self.address
+
+    async def stop(self) -> None:
+        """Stop listening and close every session."""
+        if self._server is not None:
+            self._server.close()
+        for s in list(self.sessions.values()):
+            s._teardown()
+        if self._recovery_task is not None:
+            self._recovery_task.cancel()
+        tasks = [s.task for s in self.sessions.values() if s.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sid = self._next_id
+        self._next_id += 1
+        session = Session(self, sid, reader, writer)
+        self.sessions[sid] = session
+        self.counters["sessions"] += 1
+        await session.run()
+
+    def _forget(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+        self._kept.discard(session.id)
+
+    # ------------------------------------------------------------------ helpers
+    def _emit(self, type_: str, **fields: Any) -> None:
+        cb = self.config.on_event
+        if cb is None:
+            return
+        try:
+            cb(type_, **fields)
+        except Exception:  # an observer must not break the data path
+            log.exception("event callback failed for %s", type_)
+
+    def _verifier(self, user: str) -> ScramVerifier:
+        if user not in self._verifiers:
+            password = (self.config.front_users or {}).get(user, secrets.token_hex(16))
+            self._verifiers[user] = ScramVerifier(password)
+        return self._verifiers[user]
+
+    def _count_closed(self, session: Session, reason: str, rule: str) -> None:
+        self.counters["closed"] += 1
+        self.closed_by_reason[f"{rule} {reason}"] += 1
+        self._kept.discard(session.id)
+        self._emit("persist.closed", session=session.id, reason=reason, rule=rule)
+
+    def _count_kept(self, session: Session) -> None:
+        self.counters["kept"] += 1
+        self._kept.add(session.id)
+        self._emit("persist.kept", session=session.id)
+
+    def _recovery_deadline(self, start: float | None = None) -> float:
+        if start is None:
+            start = self._drained_at if self._drained_at is not None else time.monotonic()
+        return start + self.config.recovery_window
+
+    async def resolve(self) -> Address:
+        """The current principal: the resolver's answer, or the first candidate that is not in
+        recovery (PER-1). Raises :class:`BackendError` when none is found."""
+        cfg = self.config
+        if cfg.resolver is not None:
+            try:
+                result = cfg.resolver()
+                if inspect.isawaitable(result):
+                    result = await result
+            except BackendError:
+                raise
+            except Exception as exc:
+                raise BackendError(f"resolver failed: {exc}") from exc
+            address = (str(result[0]), int(result[1]))
+        elif len(cfg.candidates) == 1:
+            address = tuple(cfg.candidates[0])  # type: ignore[assignment]
+        else:
+            address = await probe_candidates(cfg.candidates, cfg.user, cfg.password, cfg.database,
+                                             cfg.connect_timeout)
+        self._principal = address
+        return address
+
+    async def _wait_gate(self, session: Session) -> None:
+        assert self._gate is not None
+        if not self._holding:
+            return
+        session.held = True
+        try:
+            await self._gate.wait()
+        finally:
+            session.held = False
+        if session.closed:
+            raise SessionClosed()
+
+    async def _cancel(self, pid: int, secret: int) -> None:
+        for s in list(self.sessions.values()):
+            if s.key == (pid, secret) and s.back is not None:
+                self.counters["cancels"] += 1
+                await send_cancel(s.back.address, s.back.pid, s.back.secret)
+                return
+
+    # ------------------------------------------------------------------ switchover API
+    async def drain(self, timeout: float | None = None) -> dict[str, Any]:
+        """Start a planned switchover (PER-4): hold new statements of idle sessions, wait up to
+        ``timeout`` (default ``drain_window``, 60 s) for every session to become idle, then drop
+        the back connections of the sessions that can be kept (PER-1) and close the others with
+        their reason: temporary tables (PER-5), partial result (PER-6), open transaction (PER-7),
+        cursor or COPY (PER-8), request still running (PER-4). Returns the kept and closed lists."""
+        assert self._gate is not None and self._lock is not None
+        window = self.config.drain_window if timeout is None else float(timeout)
+        async with self._lock:
+            t0 = time.monotonic()
+            self._holding = True
+            self._gate.clear()
+            if self._recovery_task is not None:
+                self._recovery_task.cancel()
+            self.counters["drains"] += 1
+            self._emit("persist.drain_start", sessions=len(self.sessions), window=window)
+            deadline = t0 + window
+            while time.monotonic() < deadline:
+                busy = [s for s in self.sessions.values()
+                        if s.ready and not s.closed and s.back is not None and not s.state.is_idle()]
+                if not busy:
+                    break
+                await asyncio.sleep(0.005)
+            kept: list[int] = []
+            closed: list[dict[str, Any]] = []
+            for s in list(self.sessions.values()):
+                if not s.ready or s.closed or s.state is None:
+                    continue
+                blocker = s.state.blocker()
+                s.detached = True
+                if blocker is None and s.back is not None and self.config.snapshot_at_drain:
+                    if s.back_task is not None:
+                        s.back_task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await s.back_task
+                    blocker = await self._snapshot(s)
+                if blocker is not None:
+                    reason, rule = blocker
+                    await s.fail(ADMIN_SHUTDOWN,
+                                 f"persistent connection not kept across switchover: {reason} ({rule})",
+                                 rule=rule, reason=reason)
+                    closed.append({"session": s.id, "reason": reason, "rule": rule})
+                    continue
+                if s.back is not None:
+                    s.back.close()
+                    s.back = None
+                if s.back_task is not None:
+                    s.back_task.cancel()
+                kept.append(s.id)
+                self._count_kept(s)
+            self._drained_at = time.monotonic()
+            seconds = self._drained_at - t0
+            self._emit("persist.drain_end", kept=len(kept), closed=len(closed), seconds=seconds)
+            self._recovery_task = asyncio.create_task(self._recovery_timer())
+            return {"kept": kept, "closed": closed, "seconds": seconds}
+
+    async def _snapshot(self, s: Session) -> tuple[str, str] | None:
+        """Ask the old principal what the tracker may have missed: temporary objects (PER-5),
+        open cursors (PER-8) and settings changed outside SET (kept for replay, PER-2)."""
+        assert s.back is not None and s.state is not None
+        try:
+            results = await asyncio.wait_for(s.back.simple_query(_SNAPSHOT_SQL), self.config.connect_timeout)
+        except (TimeoutError, BackendError, OSError):
+            return None  # old principal already gone: rely on the tracked state
+        counts = results[0][0]
+        if int(counts[0] or 0) > 0:
+            return "session holds temporary tables", "PER-5"
+        if int(counts[1] or 0) > 0:
+            return "session has an open cursor", "PER-8"
+        tracked = s.state.committed.gucs
+        s.state.snapshot_gucs = {
+            name: value or "" for name, value in results[1]
+            if name is not None and name.lower() not in tracked
+            and name.lower() not in ("role", "session_authorization")
+            and not name.startswith("transaction_")
+        }
+        return None
+
+    async def _recovery_timer(self) -> None:
+        try:
+            await asyncio.sleep(self.config.recovery_window)
+        except asyncio.CancelledError:
+            return
+        if self._holding:
+            await self._give_up("no principal within the recovery window")
+
+    async def _give_up(self, why: str) -> None:
+        for sid in list(self._kept):
+            s = self.sessions.get(sid)
+            if s is not None and s.back is None and not s.closed:
+                await s.fail(CONNECTION_FAILURE,
+                             "persistent connection closed: no principal accepted the session within the "
+                             f"recovery window of {self.config.recovery_window:g} s (PER-3)",
+                             rule="PER-3", reason=why)
+        self._holding = False
+        self._drained_at = None
+        assert self._gate is not None
+        self._gate.set()
+
+    async def resume(self, address: Address | None = None) -> dict[str, Any]:
+        """End a switchover: find the new principal (``address``, else the resolver/probe, retried
+        until the recovery window ends, PER-3), re-attach every kept session and replay its state
+        (PER-1, PER-2), then release the held statements. Sessions that cannot be re-attached are
+        closed with the reason; if no principal answers in time every kept session is closed
+        (PER-3)."""
+        assert self._gate is not None and self._lock is not None
+        async with self._lock:
+            if not self._holding:
+                return {"resumed": 0, "closed": [], "principal": None}
+            if self._recovery_task is not None:
+                self._recovery_task.cancel()
+            deadline = self._recovery_deadline()
+            principal: Address | None = None
+            last: Exception | None = None
+            cfg = self.config
+            while principal is None:
+                try:
+                    target = address or await self.resolve()
+                    probe = await connect_backend(target, cfg.user, cfg.password,
+                                                  {"database": cfg.database}, cfg.connect_timeout)
+                    probe.close()
+                    principal = target
+                except BackendError as exc:
+                    last = exc
+                    if time.monotonic() >= deadline:
+                        break
+                    await asyncio.sleep(cfg.retry_interval)
+            if principal is None:
+                await self._give_up(f"no principal within the recovery window: {last}")
+                return {"resumed": 0, "closed": list(self._kept), "principal": None, "error": str(last)}
+            kept = [self.sessions[sid] for sid in list(self._kept) if sid in self.sessions]
+            results = await asyncio.gather(*(s.reattach(deadline, principal) for s in kept),
+                                           return_exceptions=True)
+            closed = []
+            for s, res in zip(kept, results, strict=True):
+                if isinstance(res, BaseException):
+                    if res.__class__ is BackendError and getattr(res, "code", "") == "REPLAY":
+                        reason, rule = "state replay failed", "PER-2"
+                    else:
+                        reason, rule = "no principal within the recovery window", "PER-3"
+                    await s.fail(CONNECTION_FAILURE,
+                                 f"persistent connection not kept across switchover: {reason} ({rule})",
+                                 rule=rule, reason=reason, detail=str(res))
+                    closed.append({"session": s.id, "reason": reason, "rule": rule})
+            self._kept.clear()
+            self._holding = False
+            self._drained_at = None
+            self._gate.set()
+            return {"resumed": len(kept) - len(closed), "closed": closed,
+                    "principal": f"{principal[0]}:{principal[1]}"}
+
+    async def switchover(self, action: Callable[[], Any], timeout: float | None = None) -> dict[str, Any]:
+        """``drain()``, run ``action`` (the topology's switchover; sync callables run in a thread),
+        then ``resume()`` (PER-1, PER-4)."""
+        drained = await self.drain(timeout)
+        result = action()
+        if inspect.isawaitable(result):
+            await result
+        resumed = await self.resume()
+        return {"drain": drained, "resume": resumed}
+
+    def status(self) -> dict[str, Any]:
+        """Sessions with their state sizes and flags, and counters (kept, closed by reason,
+        reconnects, replays) - the admin ``status`` (PER-1..8 evidence)."""
+        sessions = []
+        for s in self.sessions.values():
+            entry: dict[str, Any] = {
+                "session": s.id, "client": s.client, "user": s.user, "database": s.database,
+                "ready": s.ready, "held": s.held, "kept": s.id in self._kept,
+                "back": f"{s.back.address[0]}:{s.back.address[1]}" if s.back else None,
+            }
+            if s.state is not None:
+                entry.update(s.state.summary())
+            sessions.append(entry)
+        return {
+            "listen": f"{self.address[0]}:{self.address[1]}" if self.address else None,
+            "principal": f"{self._principal[0]}:{self._principal[1]}" if self._principal else None,
+            "draining": self._holding,
+            "sessions": sessions,
+            "counters": {
+                "sessions_opened": self.counters["sessions"],
+                "kept": self.counters["kept"],
+                "closed": self.counters["closed"],
+                "closed_by_reason": dict(self.closed_by_reason),
+                "reconnects": self.counters["reconnects"],
+                "replays": self.counters["replays"],
+                "drains": self.counters["drains"],
+                "back_lost": self.counters["back_lost"],
+                "cancels": self.counters["cancels"],
+            },
+            "drain_window": self.config.drain_window,
+            "recovery_window": self.config.recovery_window,
+        }

@@ -1,0 +1,148 @@
+"""A cheap local PostgreSQL 15 server for the persistent proxy's own tests: ``initdb`` + ``postgres``
+run as the unprivileged user ``postgres`` in a private temp dir, roles ``app`` (SCRAM), ``apppw``
+(cleartext), ``appmd5`` (MD5) and ``apptrust`` (trust), all with password = name, database ``app``
+and table ``items``. Two of them stand in for a pair (drain, repoint the resolver, resume) until a
+real ``harness.topology.Pair`` is available. Every process is stopped by :meth:`LocalServer.stop`."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from harness.errors import MissingDependencyError, NodeStartError
+from harness.ports import allocate_port, release_port
+
+PG_BIN = Path(os.environ.get("FAILOVER_HARNESS_PG_BIN", "/usr/lib/postgresql/15/bin"))
+_LIVE: set[LocalServer] = set()
+
+_HBA = """local all all trust
+host all apppw 127.0.0.1/32 password
+host all appmd5 127.0.0.1/32 md5
+host all apptrust 127.0.0.1/32 trust
+host all all 127.0.0.1/32 scram-sha-256
+"""
+
+_SETUP = """
+CREATE ROLE app LOGIN PASSWORD 'app';
+CREATE ROLE apppw LOGIN PASSWORD 'apppw';
+CREATE ROLE apptrust LOGIN;
+SET password_encryption = 'md5';
+CREATE ROLE appmd5 LOGIN PASSWORD 'appmd5';
+CREATE DATABASE app OWNER app;
+"""
+
+_SETUP_APP = """
+CREATE TABLE items (id int PRIMARY KEY, v text);
+ALTER TABLE items OWNER TO app;
+GRANT ALL ON items TO PUBLIC;
+"""
+
+
+class LocalServer:
+    """One throw-away PostgreSQL server on 127.0.0.1 (test stand-in; not a replication pair)."""
+
+    def __init__(self, name: str = "pg") -> None:
+        if not (PG_BIN / "postgres").exists():
+            raise MissingDependencyError(f"PostgreSQL server binaries not found in {PG_BIN}: "
+                                         "apt-get install -y postgresql")
+        self.name = name
+        self.dir = Path(tempfile.mkdtemp(prefix=f"persist-{name}-", dir="/tmp"))
+        self.data = self.dir / "data"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def server_address(self) -> tuple[str, int]:
+        """``(host, port)`` of the TCP listener."""
+        return ("127.0.0.1", self.port)
+
+    @property
+    def socket_dir(self) -> str:
+        """Directory of the Unix socket (superuser ``postgres`` logs in there with trust)."""
+        return str(self.dir)
+
+    def _as_postgres(self, args: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(args, user="postgres", check=False, capture_output=True, **kw)  # type: ignore[call-overload]
+
+    def start(self) -> LocalServer:
+        """initdb (first time), start, wait until it accepts logins, create roles and database."""
+        pw = pwd.getpwnam("postgres")
+        os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+        first = not self.data.exists()
+        if first:
+            r = self._as_postgres([str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres",
+                                   "--auth=trust", "-E", "UTF8", "--no-sync"])
+            if r.returncode:
+                raise NodeStartError(f"initdb failed: {r.stderr.decode()[-2000:]}")
+            (self.data / "pg_hba.conf").write_text(_HBA)
+        self.port = allocate_port()
+        log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - owned by the process
+        os.chown(self.dir / "server.log", pw.pw_uid, pw.pw_gid)
+        self.proc = subprocess.Popen(
+            [str(PG_BIN / "postgres"), "-D", str(self.data), "-c", "listen_addresses=127.0.0.1",
+             "-c", f"port={self.port}", "-c", f"unix_socket_directories={self.dir}", "-c", "fsync=off",
+             "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "shared_buffers=16MB",
+             "-c", "max_connections=60", "-c", "max_wal_senders=0", "-c", "wal_level=minimal"],
+            user="postgres", stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        _LIVE.add(self)
+        deadline = time.monotonic() + 20
+        while True:
+            r = self._as_postgres([str(PG_BIN / "psql"), "-h", self.socket_dir, "-p", str(self.port),
+                                   "-U", "postgres", "-d", "postgres", "-Atc", "SELECT 1"])
+            if r.returncode == 0:
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = (self.dir / "server.log").read_text(errors="replace")[-2000:]
+                self.stop()
+                raise NodeStartError(f"PostgreSQL {self.name} did not start: {tail}")
+            time.sleep(0.05)
+        if first:
+            self.psql(_SETUP, "postgres")
+            self.psql(_SETUP_APP, "app")
+        return self
+
+    def psql(self, sql: str, database: str = "app") -> str:
+        """Run SQL as superuser over the Unix socket; returns stdout, raises on error."""
+        r = self._as_postgres([str(PG_BIN / "psql"), "-h", self.socket_dir, "-p", str(self.port),
+                               "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-At", "-f", "-"],
+                              input=sql.encode())
+        if r.returncode:
+            raise NodeStartError(f"psql on {self.name} failed: {r.stderr.decode()}")
+        return r.stdout.decode()
+
+    def stop(self, remove: bool = False) -> None:
+        """Fast shutdown (SIGINT), SIGKILL after 10 s; ``remove`` also deletes the directory."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        self.proc = None
+        if self.port:
+            release_port(self.port)
+        if remove:
+            _LIVE.discard(self)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(remove=True)
+
+
+@atexit.register
+def _cleanup() -> None:  # a crashed test must not leave servers behind
+    for server in list(_LIVE):
+        server.stop(remove=True)

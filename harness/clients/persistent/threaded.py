@@ -1,0 +1,114 @@
+"""Run a :class:`PersistentProxy` (and optionally its admin interface) on an asyncio loop in a
+background thread, with blocking ``drain``/``resume``/``status`` for tests and suites."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from .admin import AdminServer
+from .backend import Address
+from .proxy import PersistentProxy, ProxyConfig
+
+T = TypeVar("T")
+
+
+class ThreadedPersistentProxy:
+    """``with ThreadedPersistentProxy(config) as proxy: proxy.address ...`` - the persistent proxy
+    (PER-1..PER-8) in a daemon thread. ``admin=("127.0.0.1", 0)`` also starts the HTTP admin."""
+
+    def __init__(self, config: ProxyConfig, admin: Address | None = None) -> None:
+        self.config = config
+        self.proxy = PersistentProxy(config)
+        self._admin_listen = admin
+        self.admin: AdminServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.address: Address | None = None
+        self.admin_address: Address | None = None
+
+    def start(self) -> Address:
+        """Start the loop thread and the listener; returns the proxy's ``(host, port)``."""
+        ready = threading.Event()
+        error: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                self.address = loop.run_until_complete(self.proxy.start())
+                if self._admin_listen is not None:
+                    self.admin = AdminServer(self.proxy, *self._admin_listen)
+                    self.admin_address = loop.run_until_complete(self.admin.start())
+            except BaseException as exc:  # reported to the starting thread
+                error.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="persistent-proxy", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if error:
+            raise error[0]
+        assert self.address is not None
+        return self.address
+
+    def call(self, coro_factory: Callable[[], Coroutine[Any, Any, T]], timeout: float | None = None) -> T:
+        """Run a coroutine on the proxy's loop and wait for its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro_factory(), self._loop).result(timeout)
+
+    def drain(self, timeout: float | None = None) -> dict[str, Any]:
+        """Blocking :meth:`PersistentProxy.drain` (PER-4, PER-5..8)."""
+        return self.call(lambda: self.proxy.drain(timeout))
+
+    def resume(self, address: Address | None = None) -> dict[str, Any]:
+        """Blocking :meth:`PersistentProxy.resume` (PER-1, PER-2, PER-3)."""
+        return self.call(lambda: self.proxy.resume(address))
+
+    def switchover(self, action: Callable[[], Any], timeout: float | None = None) -> dict[str, Any]:
+        """``drain()``, ``action()`` in this thread (e.g. ``pair.switchover``), ``resume()``
+        (PER-1, PER-4)."""
+        drained = self.drain(timeout)
+        action()
+        return {"drain": drained, "resume": self.resume()}
+
+    def status(self) -> dict[str, Any]:
+        """Blocking :meth:`PersistentProxy.status`."""
+
+        async def snap() -> dict[str, Any]:
+            return self.proxy.status()
+
+        return self.call(snap)
+
+    def stop(self) -> None:
+        """Close every session, stop the listener and the thread."""
+        if self._loop is None or self._thread is None:
+            return
+
+        async def shutdown() -> None:
+            if self.admin is not None:
+                await self.admin.stop()
+            await self.proxy.stop()
+
+        try:
+            self.call(shutdown, timeout=10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> ThreadedPersistentProxy:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

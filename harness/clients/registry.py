@@ -1,0 +1,142 @@
+"""The client-under-test registry: ``--client NAME`` -> a factory for one profile.
+
+Adapters register themselves with :func:`register_client` when their module is imported; the
+modules in :data:`BUILTIN_MODULES` are imported lazily, the first time a name is resolved (modules
+not written yet are skipped). A spec may also be an import path ``package.module:attr`` naming the
+factory directly, so a third-party client needs no registration.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import ConfigError
+
+PROFILES = ("mirroring", "persistent", "acr", "icm")
+FAMILY_PROFILE = {"MIR": "mirroring", "PER": "persistent", "ACR": "acr", "ICM": "icm"}
+
+# Modules that register the built-in reference clients and adapters (imported on first use).
+BUILTIN_MODULES = [
+    "harness.clients.reference",
+    "harness.clients.mirroring",
+    "harness.clients.persistent",
+    "harness.clients.acr",
+    "harness.clients.icm",
+    "harness.clients.adapters",
+]
+
+Factory = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ClientEntry:
+    """A registered client: its profile, name and factory."""
+
+    profile: str
+    name: str
+    factory: Factory
+
+
+_clients: dict[tuple[str, str], ClientEntry] = {}
+_lock = threading.RLock()
+_loaded = False
+
+
+class UnknownClientError(ConfigError):
+    """``--client`` names no registered client; the message lists the known ones."""
+
+
+def register_client(profile: str, name: str, factory: Factory, *, replace: bool = False) -> ClientEntry:
+    """Register ``factory`` as client ``name`` of ``profile`` (one of :data:`PROFILES`)."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown client profile {profile!r}; use one of {', '.join(PROFILES)}")
+    entry = ClientEntry(profile, name, factory)
+    with _lock:
+        existing = _clients.get((profile, name))
+        if existing is not None and existing.factory is not factory and not replace:
+            raise ConfigError(f"client {name!r} is already registered for profile {profile}; "
+                              "pass replace=True to override it")
+        _clients[(profile, name)] = entry
+    return entry
+
+
+def unregister_client(profile: str, name: str) -> None:
+    """Remove a registration (tests clean up with it)."""
+    with _lock:
+        _clients.pop((profile, name), None)
+
+
+def _load_builtins() -> None:
+    global _loaded
+    with _lock:
+        if _loaded:
+            return
+        _loaded = True
+        for module in BUILTIN_MODULES:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+
+
+def known_clients(profile: str | None = None) -> list[str]:
+    """Registered client names (``profile/name`` when no profile is given)."""
+    _load_builtins()
+    with _lock:
+        keys = sorted(_clients)
+    if profile is None:
+        return [f"{p}/{n}" for p, n in keys]
+    return [n for p, n in keys if p == profile]
+
+
+def _import_path(spec: str) -> Factory:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--client {spec}: cannot import module {module_name!r} ({exc}); check the "
+                          "spelling and that the package is installed in this environment") from None
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ConfigError(f"--client {spec}: module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(target):
+        raise ConfigError(f"--client {spec}: {attr!r} is not callable (expected a client factory)")
+    return target
+
+
+def resolve_client(spec: str | None, profile: str | None = None) -> ClientEntry:
+    """The client ``spec`` names: a registered name (``NAME`` or ``profile/NAME``) or an import path
+    ``module:attr``. ``spec=None`` means the profile's reference client (registered as
+    ``reference``). Raises :class:`UnknownClientError` listing the known names."""
+    if profile is not None and profile not in PROFILES:
+        raise ConfigError(f"unknown client profile {profile!r}; use one of {', '.join(PROFILES)}")
+    if spec and ":" in spec:
+        return ClientEntry(profile or "any", spec, _import_path(spec))
+    name = spec or "reference"
+    if "/" in name:
+        profile_part, _, name = name.partition("/")
+        if profile is not None and profile_part != profile:
+            raise ConfigError(f"--client {spec} is a {profile_part} client, but this test needs a "
+                              f"{profile} client")
+        profile = profile_part
+    _load_builtins()
+    with _lock:
+        matches = [e for (p, n), e in _clients.items() if n == name and (profile is None or p == profile)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ConfigError(f"--client {name} is registered for several profiles "
+                          f"({', '.join(sorted(e.profile for e in matches))}); write PROFILE/{name}")
+    known = known_clients(profile) if profile else known_clients()
+    where = f" for profile {profile}" if profile else ""
+    raise UnknownClientError(
+        f"unknown client {name!r}{where}; known clients: {', '.join(known) or 'none registered yet'}. "
+        "Give a registered name or an import path such as my_package.my_module:make_client")

@@ -1,0 +1,341 @@
+"""The fault vocabulary: each fault is a context manager that applies itself on entry, undoes itself
+on exit, and records ``fault.start`` / ``fault.end`` in the history. Every fault can also run in the
+background with ``after=`` (seconds before it starts) and ``duration=`` (how long it holds).
+
+Network faults act on the fault proxy in front of a node (see :mod:`harness.faults.wiring`):
+
+* ``partition(node, how="blackhole")``: a ``timeout`` toxic with timeout 0 on both streams - the
+  client's TCP connect succeeds but nothing ever answers (how SQL Server retry times are observed).
+* ``partition(node, how="refuse")``: the proxy is disabled - connects get ECONNREFUSED at once.
+* ``partition(node, how="reset")``: a ``reset_peer`` toxic - the first bytes get a TCP RST.
+
+Server faults (stop, kill, pause) and role operations (switchover, failover) act on the topology.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from harness.errors import ConfigError, HarnessError, InvalidOperation
+from harness.topology.local import LocalTopology, OperationResult
+
+_ids = itertools.count(1)
+STREAMS = ("upstream", "downstream")
+
+
+class ScheduledFault:
+    """A fault running in a background thread: waits ``after`` seconds, applies the fault, holds it
+    ``duration`` seconds (or until :meth:`stop`), then undoes it. Use as a context manager or call
+    :meth:`join`; errors inside the thread are re-raised there."""
+
+    def __init__(self, name: str, factory: Callable[[], contextlib.AbstractContextManager], after: float,
+                 duration: float | None) -> None:
+        self.name = name
+        self._factory = factory
+        self._after = after
+        self._duration = duration
+        self._stop = threading.Event()
+        self.started = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"fault-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            if self._stop.wait(self._after):
+                return
+            with self._factory():
+                self.started.set()
+                self._stop.wait(self._duration)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller in join()
+            self.error = exc
+        finally:
+            self.started.set()
+
+    def stop(self) -> None:
+        """End the fault now (or cancel it if it has not started)."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the fault to end; re-raise an error it hit."""
+        if self._duration is None:
+            self.stop()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise HarnessError(f"fault {self.name} did not end within {timeout} s")
+        if self.error is not None:
+            raise self.error
+
+    def __enter__(self) -> ScheduledFault:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.join(timeout=600)
+
+
+class Faults:
+    """Faults for one topology, recorded into ``history`` (may be None)."""
+
+    def __init__(self, topology: LocalTopology, history: Any = None) -> None:
+        self.topology = topology
+        self.history = history
+
+    # ---------------------------------------------------------------------------- plumbing
+    @property
+    def _links(self):
+        links = self.topology.links
+        if getattr(links, "kind", "") != "toxiproxy":
+            raise ConfigError("network faults need the fault proxy in front of the nodes; this topology was "
+                              "started without it (use the default links, or 'up' without --no-proxy)")
+        return links
+
+    def _proxy(self, node: str) -> str:
+        self.topology.node(node)  # UnknownNodeError naming the nodes
+        return self._links.proxy_name(node)
+
+    def _record(self, type_: str, **fields: Any) -> None:
+        if self.history is not None:
+            self.history.record(type_, **fields)
+
+    @contextlib.contextmanager
+    def _recorded(self, fault: str, node: str | None, params: dict[str, Any]) -> Iterator[int]:
+        fid = next(_ids)
+        t0 = time.monotonic()
+        self._record("fault.start", fault=fault, id=fid, node=node, params=params)
+        error = None
+        try:
+            yield fid
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._record("fault.end", fault=fault, id=fid, node=node, seconds=time.monotonic() - t0, error=error)
+
+    def _maybe_scheduled(self, name: str, factory: Callable[[], contextlib.AbstractContextManager],
+                         after: float | None, duration: float | None):
+        if after is None and duration is None:
+            return factory()
+        if (after or 0) < 0 or (duration is not None and duration < 0):
+            raise ConfigError(f"{name}: after= and duration= must be >= 0 seconds")
+        return ScheduledFault(name, factory, after or 0.0, duration)
+
+    def _add_toxics(self, fault: str, fid: int | str, node: str, toxics: list[dict[str, Any]]) -> Callable[[], None]:
+        """Add ``toxics`` to the node's client proxy; returns the function that removes them."""
+        proxy = self._proxy(node)
+        client = self._links.client
+        added: list[str] = []
+
+        def undo() -> None:
+            for name in added:
+                with contextlib.suppress(HarnessError):
+                    client.delete_toxic(proxy, name)
+
+        try:
+            for spec in toxics:
+                name = f"fh-{fault}-{fid}-{spec['stream']}"
+                client.add_toxic(proxy, spec["type"], name=name, stream=spec["stream"],
+                                 toxicity=spec.get("toxicity", 1.0), attributes=spec["attributes"])
+                added.append(name)
+        except BaseException:
+            undo()
+            raise
+        return undo
+
+    @contextlib.contextmanager
+    def _toxics(self, fault: str, node: str, toxics: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[None]:
+        with self._recorded(fault, node, params) as fid:
+            undo = self._add_toxics(fault, fid, node, toxics)
+            try:
+                yield
+            finally:
+                undo()
+
+    def apply_persistent(self, fault: str, node: str, **params: Any) -> None:
+        """Apply a network fault with no end (the CLI's ``fault partition|latency``); it stays until
+        :meth:`heal_all`. ``fault`` is ``partition`` (``how=``) or ``latency`` (``ms=``, ``jitter=``)."""
+        fid = f"cli{int(time.time() * 1000) % 10**9}"
+        if fault == "partition":
+            how = params.get("how", "blackhole")
+            if how == "refuse":
+                self._links.client.disable_proxy(self._proxy(node))
+            else:
+                self._add_toxics("partition", fid, node, self._partition_toxics(how))
+        elif fault == "latency":
+            self._add_toxics("latency", fid, node, [
+                {"type": "latency", "stream": s,
+                 "attributes": {"latency": int(params["ms"]), "jitter": int(params.get("jitter", 0))}}
+                for s in STREAMS])
+        else:
+            raise ConfigError(f"no persistent form of fault {fault!r}")
+        self._record("fault.start", fault=fault, id=fid, node=node, params=params)
+
+    @staticmethod
+    def _partition_toxics(how: str) -> list[dict[str, Any]]:
+        if how == "blackhole":
+            return [{"type": "timeout", "stream": s, "attributes": {"timeout": 0}} for s in STREAMS]
+        return [{"type": "reset_peer", "stream": "upstream", "attributes": {"timeout": 0}}]
+
+    @staticmethod
+    def _streams(stream: str) -> tuple[str, ...]:
+        if stream == "both":
+            return STREAMS
+        if stream not in STREAMS:
+            raise ConfigError(f"stream must be 'upstream', 'downstream' or 'both', not {stream!r}")
+        return (stream,)
+
+    # ---------------------------------------------------------------------------- network
+    def partition(self, node: str, how: str = "blackhole", after: float | None = None,
+                  duration: float | None = None):
+        """Cut clients off ``node``: ``blackhole`` (connects hang), ``refuse`` (ECONNREFUSED) or
+        ``reset`` (TCP RST on first data)."""
+        if how not in ("blackhole", "refuse", "reset"):
+            raise ConfigError(f"partition how= must be blackhole, refuse or reset, not {how!r}")
+        return self._maybe_scheduled(f"partition-{how}-{node}", lambda: self._partition(node, how), after, duration)
+
+    @contextlib.contextmanager
+    def _partition(self, node: str, how: str) -> Iterator[None]:
+        if how == "refuse":
+            proxy = self._proxy(node)
+            client = self._links.client
+            with self._recorded("partition", node, {"how": how}):
+                client.disable_proxy(proxy)
+                try:
+                    yield
+                finally:
+                    client.enable_proxy(proxy)
+            return
+        with self._toxics("partition", node, self._partition_toxics(how), {"how": how}):
+            yield
+
+    def cut_replication(self, standby: str | None = None, after: float | None = None,
+                        duration: float | None = None):
+        """Cut a standby (default: every standby) from the principal (its replication proxy is
+        disabled); commits on a sync pair then wait for it to come back."""
+        return self._maybe_scheduled("cut-replication", lambda: self._cut_replication(standby), after, duration)
+
+    @contextlib.contextmanager
+    def _cut_replication(self, standby: str | None) -> Iterator[None]:
+        links = self._links
+        names = [standby] if standby else [n.name for n in self.topology.standbys]
+        proxies = [links._entry(n)["replication"] for n in names]
+        with self._recorded("cut_replication", standby, {"standbys": names}):
+            for p in proxies:
+                links.client.disable_proxy(p)
+            try:
+                yield
+            finally:
+                for p in proxies:
+                    links.client.enable_proxy(p)
+
+    def latency(self, node: str, ms: float, jitter: float = 0, stream: str = "downstream",
+                after: float | None = None, duration: float | None = None):
+        """Delay data to/from ``node`` by ``ms`` ± ``jitter`` milliseconds."""
+        if ms < 0 or jitter < 0:
+            raise ConfigError("latency ms and jitter must be >= 0")
+        toxics = [{"type": "latency", "stream": s, "attributes": {"latency": int(ms), "jitter": int(jitter)}}
+                  for s in self._streams(stream)]
+        params = {"ms": ms, "jitter": jitter, "stream": stream}
+        return self._maybe_scheduled(f"latency-{node}", lambda: self._toxics("latency", node, toxics, params),
+                                     after, duration)
+
+    def bandwidth(self, node: str, kbps: float, stream: str = "downstream", after: float | None = None,
+                  duration: float | None = None):
+        """Throttle data to/from ``node`` to ``kbps`` KB/s (1 KB = 1000 bytes; 0 stalls)."""
+        if kbps < 0:
+            raise ConfigError("bandwidth kbps must be >= 0")
+        toxics = [{"type": "bandwidth", "stream": s, "attributes": {"rate": int(kbps)}} for s in self._streams(stream)]
+        return self._maybe_scheduled(f"bandwidth-{node}",
+                                     lambda: self._toxics("bandwidth", node, toxics, {"kbps": kbps, "stream": stream}),
+                                     after, duration)
+
+    def slow_close(self, node: str, delay_ms: float, stream: str = "downstream", after: float | None = None,
+                   duration: float | None = None):
+        """Delay the close of connections to ``node`` by ``delay_ms``."""
+        toxics = [{"type": "slow_close", "stream": s, "attributes": {"delay": int(delay_ms)}}
+                  for s in self._streams(stream)]
+        return self._maybe_scheduled(f"slow-close-{node}",
+                                     lambda: self._toxics("slow_close", node, toxics, {"delay_ms": delay_ms}),
+                                     after, duration)
+
+    def limit_data(self, node: str, nbytes: int, stream: str = "downstream", after: float | None = None,
+                   duration: float | None = None):
+        """Close connections to ``node`` after ``nbytes`` bytes in ``stream``."""
+        toxics = [{"type": "limit_data", "stream": s, "attributes": {"bytes": int(nbytes)}}
+                  for s in self._streams(stream)]
+        return self._maybe_scheduled(f"limit-data-{node}",
+                                     lambda: self._toxics("limit_data", node, toxics, {"bytes": nbytes}),
+                                     after, duration)
+
+    # ---------------------------------------------------------------------------- servers
+    def stop(self, node: str, mode: str = "fast", after: float | None = None, duration: float | None = None):
+        """Stop ``node`` for the block (started again on exit)."""
+        return self._maybe_scheduled(f"stop-{node}", lambda: self._server_fault("stop", node, mode=mode),
+                                     after, duration)
+
+    def kill(self, node: str, after: float | None = None, duration: float | None = None):
+        """kill -9 ``node`` for the block (restarted, with crash recovery, on exit)."""
+        return self._maybe_scheduled(f"kill-{node}", lambda: self._server_fault("kill", node), after, duration)
+
+    def pause(self, node: str, scope: str = "postmaster", after: float | None = None,
+              duration: float | None = None):
+        """SIGSTOP ``node`` (postmaster or all processes) for the block."""
+        return self._maybe_scheduled(f"pause-{node}", lambda: self._server_fault("pause", node, scope=scope),
+                                     after, duration)
+
+    @contextlib.contextmanager
+    def _server_fault(self, fault: str, node: str, **kwargs: Any) -> Iterator[OperationResult]:
+        topo = self.topology
+        topo.node(node)
+        with self._recorded(fault, node, kwargs):
+            result = getattr(topo, fault)(node, **kwargs)
+            try:
+                yield result
+            finally:
+                topo.refresh()
+                state = topo.node(node).state
+                if fault == "pause" and state == "paused":
+                    topo.resume(node)
+                elif fault in ("stop", "kill") and state in ("stopped", "killed"):
+                    topo.start(node)
+
+    # ---------------------------------------------------------------------------- roles
+    def switchover(self, target: str | None = None, after: float | None = None):
+        """Planned role swap (the block runs after it completed)."""
+        return self._maybe_scheduled("switchover", lambda: self._role_op("switchover", target), after,
+                                     0 if after is not None else None)
+
+    def failover(self, target: str | None = None, after: float | None = None):
+        """kill -9 the principal and promote the mirror (the old principal stays down until rejoin)."""
+        return self._maybe_scheduled("failover", lambda: self._role_op("failover", target), after,
+                                     0 if after is not None else None)
+
+    @contextlib.contextmanager
+    def _role_op(self, fault: str, target: str | None) -> Iterator[OperationResult]:
+        with self._recorded(fault, target, {"principal_before": self.topology.principal.name}):
+            yield getattr(self.topology, fault)(target)
+
+    # ---------------------------------------------------------------------------- heal
+    def heal_all(self) -> OperationResult:
+        """Remove every toxic, enable every proxy of this run, resume paused nodes."""
+        wall0, t0 = time.time(), time.monotonic()
+        with self._recorded("heal", None, {}):
+            links = self.topology.links
+            if getattr(links, "kind", "") == "toxiproxy":
+                for name in links.all_proxy_names():
+                    proxy = links.client.get_proxy(name)
+                    for toxic in proxy.toxics:
+                        links.client.delete_toxic(name, toxic.name)
+                    if not proxy.enabled:
+                        links.client.enable_proxy(name)
+            self.topology.refresh()
+            for node in self.topology.nodes:
+                if node.state == "paused":
+                    with contextlib.suppress(InvalidOperation):
+                        self.topology.resume(node.name)
+        seconds = time.monotonic() - t0
+        return OperationResult("heal", None, wall0, wall0 + seconds, seconds, self.topology.principal.name)

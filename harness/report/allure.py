@@ -1,0 +1,352 @@
+"""Allure helpers used by the pytest plugin: labels from rule IDs, attachments, verdict steps, and the
+``categories.json`` / ``environment.properties`` files of a results folder.
+
+Everything that talks to Allure goes through :func:`allure_active`, so a run without ``--alluredir``
+does nothing Allure-specific. Labels for a test citing ``@pytest.mark.rule("MIR-5", "MIR-4")``:
+
+* epic = the profile (``MIR`` -> "Mirroring (SQL Server)", ... ``DUR``/``OBS`` -> "Cross-cutting");
+* feature = the rule family (``MIR``), story = each rule ID, tag = each rule ID;
+* severity from :data:`RULE_SEVERITY` (default ``normal``; the highest of the cited rules wins);
+* a link per rule to its text in the RULEBOOK (``RULEBOOK.md#mir-5``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.rules.verdict import Verdict, VerdictUnknown, assert_verdict
+
+RULE_ID_RE = re.compile(r"^(MIR|PER|ACR|ICM|DUR|OBS)-\d+$")
+
+PROFILE_EPICS: dict[str, str] = {
+    "MIR": "Mirroring (SQL Server)",
+    "PER": "Persistent connections (PolarProxy)",
+    "ACR": "Automatic client reroute (DB2)",
+    "ICM": "Internet Cluster Manager (Domino)",
+    "DUR": "Cross-cutting",
+    "OBS": "Cross-cutting",
+}
+
+FAMILY_FEATURES: dict[str, str] = {
+    "MIR": "MIR - database mirroring client",
+    "PER": "PER - persistent connections",
+    "ACR": "ACR - automatic client reroute",
+    "ICM": "ICM - cluster manager selection",
+    "DUR": "DUR - durability",
+    "OBS": "OBS - observability",
+}
+
+# ID -> short title, for every rule in RULEBOOK.md (tests check that none is missing).
+RULE_TITLES: dict[str, str] = {
+    "MIR-1": "Initial partner first",
+    "MIR-2": "Database required",
+    "MIR-3": "No failover partner, no alternation",
+    "MIR-4": "Alternation",
+    "MIR-5": "Retry time schedule",
+    "MIR-6": "Truncated last round",
+    "MIR-7": "Retry delays",
+    "MIR-8": "No timeout, no end",
+    "MIR-9": "Partner cache update",
+    "MIR-10": "Stale failover partner",
+    "MIR-11": "Reconnect is not automatic",
+    "MIR-12": "Redirection is transparent in naming",
+    "MIR-13": "Shutdown aborts at once",
+    "PER-1": "Keepalive on switchover",
+    "PER-2": "Session state restored",
+    "PER-3": "Recovery window 60 s",
+    "PER-4": "Drain window 60 s",
+    "PER-5": "Not kept: open temporary tables",
+    "PER-6": "Not kept: partial result",
+    "PER-7": "Not kept: open transaction",
+    "PER-8": "Not kept: cursor / long data",
+    "PER-9": "Read-only node removal",
+    "PER-10": "Endpoint support",
+    "ACR-1": "Server list and special registers",
+    "ACR-2": "Seamless first statement",
+    "ACR-3": "Non-seamless, transport reusable",
+    "ACR-4": "Transport not reusable",
+    "ACR-5": "Seamless COMMIT/ROLLBACK after full fetch",
+    "ACR-6": "Group-wide address last",
+    "ACR-7": "Lazy transport (non-seamless mode)",
+    "ACR-8": "Alternate group",
+    "ACR-9": "Timeouts",
+    "ICM-1": "Candidates",
+    "ICM-2": "Availability",
+    "ICM-3": "Probe",
+    "ICM-4": "Exclusions",
+    "ICM-5": "Least loaded",
+    "ICM-6": "Last resort",
+    "ICM-7": "No transparent failover",
+    "DUR-1": "No acknowledged write lost",
+    "OBS-1": "Harness error is not a violation",
+}
+
+# Allure severities: blocker, critical, normal, minor, trivial. Rules whose breach loses data or
+# leaves the application without a connection are critical; the rest normal.
+RULE_SEVERITY: dict[str, str] = {
+    "DUR-1": "blocker",
+    "MIR-4": "critical", "MIR-5": "critical", "MIR-11": "critical",
+    "PER-1": "critical", "PER-2": "critical", "PER-3": "critical",
+    "ACR-2": "critical", "ACR-3": "critical", "ACR-6": "critical",
+    "ICM-5": "critical", "ICM-7": "critical",
+    "OBS-1": "critical",
+}
+SEVERITY_ORDER = ["trivial", "minor", "normal", "critical", "blocker"]
+
+RULEBOOK_URL_ENV = "FAILOVER_HARNESS_RULEBOOK_URL"
+DEFAULT_RULEBOOK_URL = "RULEBOOK.md"
+
+CATEGORIES: list[dict[str, Any]] = [
+    {"name": "Rule violations",
+     "description": "The client under test broke a documented rule (RuleViolation, an AssertionError "
+                    "whose message starts with the rule ID).",
+     "matchedStatuses": ["failed"],
+     # allure-pytest prefixes the exception's qualified class name; the rule ID follows it
+     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|DUR|OBS)-\d+[: ].*"},
+    {"name": "Other test failures",
+     "description": "A failed assertion that does not cite a rule ID.",
+     "matchedStatuses": ["failed"]},
+    {"name": "Verdict unknown",
+     "description": "A checker could not decide from the history (VerdictUnknown): never a pass.",
+     "matchedStatuses": ["broken"],
+     "messageRegex": r"(?s).*verdict unknown.*"},
+    {"name": "Harness errors",
+     "description": "The harness itself failed (node did not start, proxy did not answer, bad input): "
+                    "not a rule violation (OBS-1).",
+     "matchedStatuses": ["broken"]},
+]
+
+
+# ----------------------------------------------------------------------------------------- labels
+
+
+def rule_family(rule_id: str) -> str:
+    """``"MIR-5"`` -> ``"MIR"``."""
+    return rule_id.partition("-")[0].upper()
+
+
+def validate_rule_ids(rule_ids: Iterable[str]) -> list[str]:
+    """Normalise rule IDs (upper case) and reject anything that is not a RULEBOOK ID (ConfigError)."""
+    from harness.errors import ConfigError
+
+    out = []
+    for rid in rule_ids:
+        norm = str(rid).strip().upper()
+        if norm not in RULE_TITLES:
+            raise ConfigError(f"unknown rule ID {rid!r} in @pytest.mark.rule(...); known IDs are those "
+                              f"of RULEBOOK.md, e.g. MIR-5, PER-1, DUR-1")
+        out.append(norm)
+    return out
+
+
+def rule_link(rule_id: str) -> str:
+    """The URL of a rule's text: ``<RULEBOOK>#mir-5`` (env FAILOVER_HARNESS_RULEBOOK_URL overrides
+    the repo-relative ``RULEBOOK.md``)."""
+    base = os.environ.get(RULEBOOK_URL_ENV, DEFAULT_RULEBOOK_URL)
+    return f"{base}#{rule_id.lower()}"
+
+
+def labels_for_rules(rule_ids: Iterable[str]) -> dict[str, Any]:
+    """The Allure labels of a suite test citing ``rule_ids`` (first ID decides the epic)::
+
+        {"epic": ..., "features": [...], "stories": [...], "tags": [...], "severity": ...,
+         "links": [(url, name), ...], "title_suffix": "MIR-5 Retry time schedule"}
+    """
+    ids = [r.upper() for r in rule_ids]
+    if not ids:
+        return {}
+    families = list(dict.fromkeys(rule_family(r) for r in ids))
+    severity = max((RULE_SEVERITY.get(r, "normal") for r in ids), key=SEVERITY_ORDER.index)
+    return {
+        "epic": PROFILE_EPICS.get(families[0], "Cross-cutting"),
+        "features": [FAMILY_FEATURES.get(f, f) for f in families],
+        "stories": [f"{r} {RULE_TITLES[r]}" if r in RULE_TITLES else r for r in ids],
+        "tags": ids,
+        "severity": severity,
+        "links": [(rule_link(r), f"{r} {RULE_TITLES.get(r, '')}".strip()) for r in ids],
+    }
+
+
+# -------------------------------------------------------------------------------------- live Allure
+
+
+def allure_active(config: Any) -> bool:
+    """True when allure-pytest is recording this run (``--alluredir`` given)."""
+    try:
+        return bool(config.pluginmanager.has_plugin("allure_listener"))
+    except AttributeError:
+        return False
+
+
+def apply_labels(rule_ids: Iterable[str]) -> None:
+    """Set the labels of :func:`labels_for_rules` on the running test with ``allure.dynamic``."""
+    import allure
+
+    labels = labels_for_rules(rule_ids)
+    if not labels:
+        return
+    allure.dynamic.epic(labels["epic"])
+    allure.dynamic.feature(*labels["features"])
+    allure.dynamic.story(*labels["stories"])
+    allure.dynamic.tag(*labels["tags"])
+    allure.dynamic.severity(labels["severity"])
+    for url, name in labels["links"]:
+        allure.dynamic.link(url, name=name)
+
+
+def attach_history(history_json: str | bytes, svg: str | None, name: str = "history") -> None:
+    """Attach a history (JSON lines) and its timeline (SVG) to the running test or fixture."""
+    import allure
+
+    # JSON lines is not one JSON document: attach it as text so Allure shows it verbatim
+    allure.attach(history_json, name=f"{name}.jsonl", attachment_type="text/plain", extension="jsonl")
+    if svg is not None:
+        allure.attach(svg, name=f"{name} timeline", attachment_type=allure.attachment_type.SVG)
+
+
+def step_title(verdict: Verdict) -> str:
+    """The step title of a verdict: ``MIR-5 Retry time schedule: kept``."""
+    title = RULE_TITLES.get(verdict.rule_id)
+    return f"{verdict.rule_id}{' ' + title if title else ''}: {verdict.status}"
+
+
+def verdict_step(verdict: Verdict, active: bool) -> BaseException | None:
+    """Record ``verdict`` as an Allure step (passed = kept, failed = violated, broken = unknown) and
+    return the exception :func:`assert_verdict` raises for it, or None when kept. Serves OBS-1:
+    an unknown verdict is a broken step, never passed."""
+    error: BaseException | None = None
+    if not active:
+        try:
+            assert_verdict(verdict)
+        except (AssertionError, VerdictUnknown) as exc:
+            error = exc
+        return error
+    import allure
+
+    try:
+        with allure.step(step_title(verdict)):
+            allure.attach(json.dumps(verdict.to_dict(), indent=2, default=str), name="verdict",
+                          attachment_type=allure.attachment_type.JSON)
+            assert_verdict(verdict)
+    except (AssertionError, HarnessError) as exc:
+        error = exc
+    return error
+
+
+# ------------------------------------------------------------------------- results folder files
+
+
+def write_categories(results_dir: Path, overwrite: bool = True) -> Path:
+    """Write ``categories.json`` (Rule violations = failed with a rule-ID message; Harness errors =
+    broken) into the Allure results folder. Written atomically."""
+    path = Path(results_dir) / "categories.json"
+    if path.exists() and not overwrite:
+        return path
+    _atomic_write(path, json.dumps(CATEGORIES, indent=2) + "\n")
+    return path
+
+
+def _prop_escape(text: str) -> str:
+    out = str(text).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return out.replace("=", "\\=").replace(":", "\\:")
+
+
+def write_environment(results_dir: Path, values: Mapping[str, Any], overwrite: bool = True) -> Path:
+    """Write ``environment.properties`` (``key=value`` lines, Java properties escaping) into the
+    Allure results folder. Written atomically."""
+    path = Path(results_dir) / "environment.properties"
+    if path.exists() and not overwrite:
+        return path
+    lines = [f"{_prop_escape(k).replace(' ', '_')}={_prop_escape(v)}"
+             for k, v in values.items() if v is not None]
+    _atomic_write(path, "\n".join(lines) + "\n")
+    return path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _run_version(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None and not Path(cmd[0]).exists():
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0].strip() if text else None
+
+
+def engine_version(engine: str) -> str | None:
+    """The installed server version of ``engine`` (``postgres``/``mariadb``), or None."""
+    if engine == "postgres":
+        from glob import glob
+
+        candidates = sorted(glob("/usr/lib/postgresql/*/bin/postgres"), reverse=True) + ["postgres"]
+        for cand in candidates:
+            version = _run_version([cand, "--version"])
+            if version:
+                return version
+        return None
+    if engine == "mariadb":
+        return _run_version(["mariadbd", "--version"])
+    return None
+
+
+def git_revision(root: Path | None = None) -> str | None:
+    """``git describe --always --dirty`` of the harness checkout, or None outside git."""
+    from harness.paths import repo_root
+
+    try:
+        out = subprocess.run(["git", "-C", str(root or repo_root()), "describe", "--always", "--dirty",
+                              "--abbrev=12"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def toxiproxy_version() -> tuple[str, str | None]:
+    """(kind, version) of the fault proxy: a real ``toxiproxy-server`` on PATH, else the embedded one."""
+    if shutil.which("toxiproxy-server"):
+        return "toxiproxy-server", _run_version(["toxiproxy-server", "-version"])
+    import harness
+
+    return "embedded (harness.toxiproxy)", harness.__version__
+
+
+def collect_environment(backend: str, engine: str, client: str | None, client_version: str | None = None,
+                        extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The values of ``environment.properties``: backend, engine and version, fault proxy kind and
+    version, client under test and version, harness git revision, machine. ``extra`` (e.g. what the
+    topology fixtures learnt at run time) overrides the detected values."""
+    import harness
+
+    proxy_kind, proxy_version = toxiproxy_version()
+    values: dict[str, Any] = {
+        "backend": backend,
+        "engine": engine,
+        "engine.version": engine_version(engine) or "unknown",
+        "fault_proxy": proxy_kind,
+        "fault_proxy.version": proxy_version or "unknown",
+        "client": client or "reference client of each profile",
+        "client.version": client_version or "n/a",
+        "harness.version": harness.__version__,
+        "harness.revision": git_revision() or "unknown",
+        "machine": f"{platform.node()} {platform.system()} {platform.release()} {platform.machine()}, "
+                   f"{os.cpu_count()} CPU, Python {platform.python_version()}",
+    }
+    values.update(extra or {})
+    return {k: str(v) for k, v in values.items() if v is not None}

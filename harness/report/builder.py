@@ -1,0 +1,112 @@
+"""Build the offline Allure 2 HTML report from an ``allure-results`` folder.
+
+Uses the npm ``allure-commandline`` installed under ``tools/node_modules`` by ``make setup`` (Allure 2
+needs Java). Before generating it copies the trend folder ``history/`` of the previous report into the
+results (so trend charts continue) and writes ``categories.json`` / ``environment.properties`` when
+the run did not.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from harness.errors import ConfigError, HarnessError, MissingDependencyError
+from harness.paths import repo_root, reports_dir
+from harness.report.allure import collect_environment, write_categories, write_environment
+
+
+def allure_binary() -> Path:
+    """The Allure command line: env ``FAILOVER_HARNESS_ALLURE`` or ``tools/node_modules/.bin/allure``.
+    Raises MissingDependencyError naming ``make setup`` when it is missing."""
+    override = os.environ.get("FAILOVER_HARNESS_ALLURE")
+    path = Path(override) if override else repo_root() / "tools" / "node_modules" / ".bin" / "allure"
+    if not (path.exists() and os.access(path, os.X_OK)):
+        raise MissingDependencyError(
+            f"the Allure command line is not installed ({path} is missing); run `make setup` "
+            "(or `cd tools && npm install --no-audit --no-fund`)")
+    return path
+
+
+def java_binary() -> str:
+    """The ``java`` Allure 2 runs on (``$JAVA_HOME/bin/java`` or PATH); MissingDependencyError else."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise MissingDependencyError("Java is not installed (Allure 2 needs it); run `make setup` "
+                                     "(Debian: apt-get install -y default-jre-headless)")
+    return found
+
+
+_EMBEDDED = re.compile(r"d\('([^']+)','([A-Za-z0-9+/=]*)'\)")
+
+
+def embedded_files(index_html: Path) -> dict[str, bytes]:
+    """The files a single-file Allure 2 report embeds (``data/...``, ``widgets/...``, ``history/...``),
+    decoded from their base64 form: path -> content."""
+    text = Path(index_html).read_text(encoding="utf-8", errors="replace")
+    return {name: base64.b64decode(data) for name, data in _EMBEDDED.findall(text)}
+
+
+def carry_trend_history(previous_report: Path, results: Path) -> bool:
+    """Put the previous report's trend folder ``history/`` into ``results/history`` so the new
+    report's trend charts include the earlier runs. Reads the folder of a multi-file report or the
+    embedded copy of a single-file one. Returns True when there was a history to carry."""
+    previous_report, target = Path(previous_report), Path(results) / "history"
+    source = previous_report / "history"
+    files: dict[str, bytes] = {}
+    if source.is_dir():
+        files = {p.name: p.read_bytes() for p in source.iterdir() if p.is_file()}
+    elif (previous_report / "index.html").is_file():
+        embedded = embedded_files(previous_report / "index.html")
+        files = {name.split("/", 1)[1]: data for name, data in embedded.items()
+                 if name.startswith("history/") and "/" not in name.split("/", 1)[1]}
+    if not files:
+        return False
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name, data in files.items():
+        (target / name).write_bytes(data)
+    return True
+
+
+def build_report(results: Path | None = None, output: Path | None = None, *, single_file: bool = True,
+                 environment: dict[str, str] | None = None, timeout: float = 300) -> Path:
+    """Generate the Allure report of ``results`` (default ``reports/allure-results``) into ``output``
+    (default ``reports/allure-report``) and return the HTML file (``index.html``).
+
+    ``single_file=True`` makes one self-contained HTML (offline, no web server needed). The previous
+    report's trend history is carried over; ``categories.json`` and ``environment.properties`` are
+    written when missing (``environment`` overrides the detected values)."""
+    results = Path(results) if results is not None else reports_dir() / "allure-results"
+    output = Path(output) if output is not None else reports_dir() / "allure-report"
+    if not results.is_dir():
+        raise ConfigError(f"no Allure results at {results}; run the suites with --alluredir {results} "
+                          "(make chaos does) or pass --results")
+    allure = allure_binary()
+    java = java_binary()
+    carry_trend_history(output, results)
+    write_categories(results, overwrite=False)
+    if not (results / "environment.properties").exists():
+        write_environment(results, environment or collect_environment("local", "postgres", None))
+    env = dict(os.environ, ALLURE_NO_ANALYTICS="true")
+    env.setdefault("JAVA_HOME", str(Path(java).resolve().parent.parent))
+    cmd = [str(allure), "generate", str(results), "-o", str(output), "--clean"]
+    if single_file:
+        cmd.append("--single-file")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"allure generate did not finish within {timeout:.0f} s") from None
+    index = output / "index.html"
+    if proc.returncode != 0 or not index.exists():
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise HarnessError(f"allure generate failed (exit {proc.returncode}):\n{tail}")
+    return index.resolve()

@@ -1,0 +1,25 @@
+"""Shared fixtures of the harness's own tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def isolated_home() -> Iterator[dict[str, str]]:
+    """An environment with its own FAILOVER_HARNESS_HOME (so ``down --all`` in a test cannot touch
+    other tests' runs), sharing the machine's template cache. The directory is traversable by the
+    unprivileged database user."""
+    from harness.paths import templates_dir
+
+    home = Path(tempfile.mkdtemp(prefix="fh-home-", dir="/tmp"))
+    home.chmod(0o755)
+    env = dict(os.environ, FAILOVER_HARNESS_HOME=str(home), FAILOVER_HARNESS_TEMPLATES=str(templates_dir()))
+    yield env
+    shutil.rmtree(home, ignore_errors=True)

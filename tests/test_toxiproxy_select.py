@@ -1,0 +1,119 @@
+"""Server selection (external / spawned / embedded) and the real-server log-event adapter."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from toxiproxy_compat.tcp_servers import TcpServer, connect, echo_handler, round_trip, wait_until
+
+from harness.errors import ConfigError, MissingDependencyError, ProxyError
+from harness.toxiproxy import EmbeddedToxiproxy, ToxiproxyUnreachableError
+from harness.toxiproxy.logstream import LogEventDeriver
+from harness.toxiproxy.select import start_fault_proxy
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_embedded_when_nothing_configured() -> None:
+    with start_fault_proxy(env={"PATH": ""}) as handle:
+        assert handle.kind == "embedded" and handle.events_supported
+        assert handle.version == "2.12.0"
+        assert handle.url.startswith("http://127.0.0.1:")
+        assert "embedded" in handle.describe() and handle.url in handle.describe()
+        url = handle.url
+    with pytest.raises(ProxyError, match="closed"):
+        handle.client.version()  # the handle's client is closed with it
+    from harness.toxiproxy import ToxiproxyClient
+    with ToxiproxyClient(url, timeout=1) as c:
+        assert not c.is_available()  # stopped on exit
+
+
+def test_external_from_env_has_no_events() -> None:
+    with EmbeddedToxiproxy() as server, TcpServer(echo_handler) as echo:
+        with start_fault_proxy(env={"TOXIPROXY_URL": server.url, "PATH": ""}) as handle:
+            assert handle.kind == "external" and handle.url == server.url
+            assert handle.events_supported is False
+            called = []
+            unsubscribe = handle.subscribe(called.append)
+            p = handle.client.create_proxy("x", echo.address)
+            with connect(p.listen_port) as s:
+                round_trip(s)
+            unsubscribe()
+            assert called == []
+            assert "external" in handle.describe() and "unavailable" in handle.describe()
+        assert server.server.proxies  # an external server is not stopped by the harness
+
+
+def test_external_unreachable_names_url() -> None:
+    with pytest.raises(ToxiproxyUnreachableError) as info:
+        with start_fault_proxy(env={"TOXIPROXY_URL": "http://127.0.0.1:9"}):
+            pass
+    assert "http://127.0.0.1:9" in str(info.value)
+
+
+def test_bad_choices_are_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown fault proxy kind"):
+        with start_fault_proxy(kind="docker"):
+            pass
+    with pytest.raises(MissingDependencyError, match="TOXIPROXY_SERVER_BIN"):
+        with start_fault_proxy(env={"TOXIPROXY_SERVER_BIN": "/nonexistent/toxiproxy-server"}):
+            pass
+    with pytest.raises(MissingDependencyError, match="not on PATH"):
+        with start_fault_proxy(kind="spawned", env={"PATH": ""}):
+            pass
+
+
+def test_spawned_binary_is_started_and_stopped(tmp_path: Path) -> None:
+    # A stand-in binary with toxiproxy-server's command line (-host H -port P): our own CLI.
+    shim = tmp_path / "toxiproxy-server"
+    shim.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from harness.cli import main\n"
+        "a = sys.argv[1:]\n"
+        "sys.exit(main(['toxiproxy-server', '--host', a[a.index('-host') + 1], "
+        "'--port', a[a.index('-port') + 1]]))\n")
+    shim.chmod(0o755)
+    env = {"PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with start_fault_proxy(env=env) as handle:
+        assert handle.kind == "spawned" and handle.version == "2.12.0"
+        assert str(shim) in handle.describe()
+        with TcpServer(echo_handler) as echo:
+            p = handle.client.create_proxy("s", echo.address)
+            with connect(p.listen_port) as s:
+                round_trip(s)
+        url = handle.url
+    from harness.toxiproxy import ToxiproxyClient
+    with ToxiproxyClient(url, timeout=1) as c:
+        assert wait_until(lambda: not c.is_available(), 3)
+
+
+def _line(msg: str, **fields: object) -> str:
+    return json.dumps({"level": "info", "time": "2026-12-01T01:00:00Z", "message": msg, **fields})
+
+
+def test_log_deriver_builds_conn_events() -> None:
+    d = LogEventDeriver(node_of=lambda proxy: "n1" if proxy == "pg" else None)
+    common = {"name": "pg", "proxy": "127.0.0.1:5000", "upstream": "127.0.0.1:6000"}
+    ev = d.feed(_line("Accepted client", client="127.0.0.1:40000", **common), t=1.0)
+    ev += d.feed(_line("Setup connection", direction="upstream", **common), t=1.1)
+    ev += d.feed(_line("Setup connection", direction="downstream", **common), t=1.1)
+    ev += d.feed("not json", t=1.2)
+    ev += d.feed(_line("RemoveConnection 127.0.0.1:40000downstream from Proxy pg"), t=2.0)
+    ev += d.feed(_line("RemoveConnection 127.0.0.1:40000upstream from Proxy pg"), t=2.1)
+    ev += d.feed(_line("Accepted client", client="127.0.0.1:40001", **common), t=3.0)
+    ev += d.feed(_line("Unable to open connection to upstream", client="127.0.0.1:40001",
+                       error="dial tcp: connection refused", **common), t=3.1)
+    assert [(e.type, e.t) for e in ev] == [
+        ("conn.accepted", 1.0), ("conn.upstream_connected", 1.1), ("conn.closed", 2.0),
+        ("conn.accepted", 3.0), ("conn.upstream_failed", 3.1), ("conn.closed", 3.1)]
+    assert ev[0].fields == {"proxy": "pg", "conn_id": 1, "client": "127.0.0.1:40000",
+                            "listen": "127.0.0.1:5000", "upstream": "127.0.0.1:6000", "node": "n1"}
+    assert ev[2].fields["by"] == "upstream" and ev[2].fields["bytes_up"] is None
+    assert ev[4].fields["error"] == "dial tcp: connection refused"
+    assert [e.seq for e in ev] == list(range(6)) and ev[3].fields["conn_id"] == 2

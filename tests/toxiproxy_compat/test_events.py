@@ -1,0 +1,157 @@
+"""The connection-events extension of the embedded server (docs/events.md, docs/toxiproxy.md)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from tcp_servers import connect, recv_exactly, round_trip, sender_handler, wait_until
+
+pytestmark = pytest.mark.embedded_only(reason="connection events are an extension of the embedded "
+                                       "server")
+
+FIELDS = {
+    "conn.accepted": {"proxy", "conn_id", "client", "listen", "upstream", "node"},
+    "conn.upstream_connected": {"proxy", "conn_id", "upstream"},
+    "conn.upstream_failed": {"proxy", "conn_id", "upstream", "error"},
+    "conn.closed": {"proxy", "conn_id", "by", "reason", "bytes_up", "bytes_down"},
+}
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.events: list = []
+        self.threads: set[str] = set()
+
+    def __call__(self, event) -> None:
+        self.events.append(event)
+        self.threads.add(threading.current_thread().name)
+
+    def of(self, type_: str) -> list:
+        return [e for e in self.events if e.type == type_]
+
+
+def test_lifecycle_fields_order_and_times(toxi, echo) -> None:
+    got = Collector()
+    unsubscribe = toxi.handle.subscribe(got)
+    p = toxi.proxy(echo.address, node="pg-1")
+    before = time.monotonic()
+    with connect(p.listen_port) as s:
+        client = "{}:{}".format(*s.getsockname())
+        s.sendall(b"12345")
+        recv_exactly(s, 5)
+    assert wait_until(lambda: len(got.of("conn.closed")) == 1)
+    after = time.monotonic()
+    unsubscribe()
+    types = [e.type for e in got.events]
+    assert types == ["conn.accepted", "conn.upstream_connected", "conn.closed"]
+    for e in got.events:
+        assert set(e.fields) == FIELDS[e.type], e
+        assert e.fields["proxy"] == p.name and e.fields["conn_id"] == got.events[0].fields["conn_id"]
+        assert before <= e.t <= after
+    accepted, _, closed = got.events
+    assert accepted.fields["client"] == client and accepted.fields["node"] == "pg-1"
+    assert accepted.fields["listen"] == p.listen and accepted.fields["upstream"] == echo.address
+    assert closed.fields["by"] == "client"
+    assert closed.fields["bytes_up"] == 5 and closed.fields["bytes_down"] == 5
+    assert [e.seq for e in got.events] == sorted(e.seq for e in got.events)
+    assert got.events[0].t <= got.events[1].t <= got.events[2].t
+    assert all(name.startswith("embedded-toxiproxy") for name in got.threads)
+
+
+def test_close_by_upstream_proxy_and_toxic(toxi, echo, make_server) -> None:
+    got = Collector()
+    toxi.handle.subscribe(got)
+    closer = make_server(sender_handler(b"x"))
+    p1 = toxi.proxy(closer.address, base="up")
+    with connect(p1.listen_port) as s:
+        recv_exactly(s, 1)
+        assert wait_until(lambda: len(got.of("conn.closed")) == 1)
+    assert got.of("conn.closed")[0].fields["by"] == "upstream"
+
+    p2 = toxi.proxy(echo.address, base="dis")
+    with connect(p2.listen_port) as s:
+        round_trip(s)
+        toxi.client.disable_proxy(p2.name)
+        assert wait_until(lambda: len(got.of("conn.closed")) == 2)
+    closed = got.of("conn.closed")[1].fields
+    assert (closed["by"], closed["reason"]) == ("proxy", "proxy disabled")
+
+    p3 = toxi.proxy(echo.address, base="tox")
+    toxi.client.add_toxic(p3.name, "timeout", attributes={"timeout": 50})
+    with connect(p3.listen_port) as s:
+        s.sendall(b"lost")
+        assert wait_until(lambda: len(got.of("conn.closed")) == 3)
+    closed = got.of("conn.closed")[2].fields
+    assert (closed["by"], closed["reason"]) == ("toxic", "timeout toxic")
+    assert closed["bytes_up"] == 4 and closed["bytes_down"] == 0
+
+
+def test_upstream_failed(toxi) -> None:
+    got = Collector()
+    toxi.handle.subscribe(got)
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()
+    p = toxi.proxy(f"127.0.0.1:{port}")
+    with connect(p.listen_port):
+        assert wait_until(lambda: len(got.of("conn.closed")) == 1)
+    assert [e.type for e in got.events] == ["conn.accepted", "conn.upstream_failed", "conn.closed"]
+    failed = got.of("conn.upstream_failed")[0].fields
+    assert failed["upstream"] == f"127.0.0.1:{port}" and failed["error"]
+    assert got.of("conn.closed")[0].fields["by"] == "upstream"
+
+
+def test_events_endpoint_since_and_node_patch(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    assert p.node is None
+    assert toxi.client.update_proxy(p.name, node="mirror-2").node == "mirror-2"
+    first, nxt = toxi.client.events(0)
+    for _ in range(2):
+        with connect(p.listen_port) as s:
+            round_trip(s)
+    assert wait_until(lambda: len(toxi.client.events(nxt)[0]) == 6)
+    events, nxt2 = toxi.client.events(nxt)
+    assert [e.seq for e in events] == list(range(nxt, nxt + 6)) and nxt2 == nxt + 6
+    assert events[0].fields["node"] == "mirror-2"
+    assert toxi.client.events(nxt2) == ([], nxt2)
+    body = httpx.get(f"{toxi.client.url}/events", params={"since": nxt}).json()
+    assert set(body) == {"events", "next"} and body["next"] == nxt2
+    assert {"seq", "t", "type", "proxy", "conn_id"} <= set(body["events"][0])
+
+
+def test_unsubscribe_stops_callbacks_and_bad_callback_is_isolated(toxi, echo) -> None:
+    got = Collector()
+
+    def broken(event) -> None:
+        raise RuntimeError("subscriber bug")
+
+    toxi.handle.subscribe(broken)
+    unsubscribe = toxi.handle.subscribe(got)
+    p = toxi.proxy(echo.address)
+    with connect(p.listen_port) as s:
+        round_trip(s)  # the broken subscriber does not break the data path
+    assert wait_until(lambda: len(got.of("conn.closed")) == 1)
+    unsubscribe()
+    with connect(p.listen_port) as s:
+        round_trip(s)
+    time.sleep(0.05)
+    assert len(got.events) == 3
+
+
+def test_conn_ids_unique_per_server(toxi, echo) -> None:
+    got = Collector()
+    toxi.handle.subscribe(got)
+    a = toxi.proxy(echo.address, base="a")
+    b = toxi.proxy(echo.address, base="b")
+    socks = [connect(a.listen_port), connect(b.listen_port), connect(a.listen_port)]
+    for s in socks:
+        round_trip(s)
+        s.close()
+    assert wait_until(lambda: len(got.of("conn.closed")) == 3)
+    ids = [e.fields["conn_id"] for e in got.of("conn.accepted")]
+    assert len(set(ids)) == 3

@@ -1,0 +1,294 @@
+"""Wire behaviour of every toxic and of the proxy itself, with explicit tolerances."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+
+import pytest
+from tcp_servers import (
+    TcpServer,
+    connect,
+    recv_all,
+    recv_exactly,
+    round_trip,
+    sender_handler,
+    sink_handler,
+    wait_until,
+)
+
+LATENCY_TOL = 0.010  # seconds, +-
+BANDWIDTH_TOL = 0.05  # fraction, +-
+CLOSE_TOL = 0.050  # seconds, + (a close is never early)
+
+
+def rtt(sock: socket.socket, n: int = 3) -> float:
+    """Median of ``n`` round trips: the toxic's delay without one-off scheduler hiccups (2 cores,
+    xdist); every single sample is still checked never to be early."""
+    samples = [round_trip(sock) for _ in range(n)]
+    return statistics.median(samples)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 2.0) -> bool:
+    """True if the peer closes (EOF or reset) within ``timeout``; data is discarded."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_passthrough_integrity(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    payload = os.urandom(1_000_000)
+    with connect(p.listen_port) as s:
+        s.sendall(payload)
+        assert recv_exactly(s, len(payload)) == payload
+
+
+@pytest.mark.parametrize("stream", ["downstream", "upstream"])
+def test_latency(toxi, echo, stream) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "latency", stream=stream, attributes={"latency": 100})
+    with connect(p.listen_port) as s:
+        rtts = [round_trip(s) for _ in range(5)]
+    assert abs(statistics.median(rtts) - 0.100) <= LATENCY_TOL, rtts
+    assert min(rtts) >= 0.100 - LATENCY_TOL, rtts
+
+
+def test_latency_jitter_within_bounds(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "latency", attributes={"latency": 40, "jitter": 20})
+    with connect(p.listen_port) as s:
+        rtts = [round_trip(s) for _ in range(10)]
+    assert all(r >= 0.020 - LATENCY_TOL for r in rtts), rtts
+    assert sum(r <= 0.060 + LATENCY_TOL for r in rtts) >= 9, rtts
+    assert max(rtts) - min(rtts) > 0.005, f"jitter had no effect: {rtts}"
+
+
+def test_latency_is_pipelined_and_stacks(toxi, make_server) -> None:
+    received: list[float] = []
+
+    def stamp(conn: socket.socket) -> None:
+        while True:
+            data = conn.recv(1)
+            if not data:
+                return
+            received.append(time.monotonic())
+
+    server = make_server(stamp)
+    p = toxi.proxy(server.address)
+    toxi.client.add_toxic(p.name, "latency", stream="upstream", name="l1", attributes={"latency": 60})
+    toxi.client.add_toxic(p.name, "latency", stream="upstream", name="l2", attributes={"latency": 40})
+    with connect(p.listen_port) as s:
+        sent = []
+        for _ in range(5):
+            sent.append(time.monotonic())
+            s.sendall(b"x")
+            time.sleep(0.02)
+        assert wait_until(lambda: len(received) == 5, 2.0)
+    delays = [r - t for r, t in zip(received, sent, strict=True)]
+    # each byte 100 ms late (60 + 40), not queued behind the previous one
+    assert abs(statistics.median(delays) - 0.100) <= LATENCY_TOL, delays
+    assert all(0.100 - LATENCY_TOL <= d <= 0.200 for d in delays), delays
+
+
+def test_bandwidth(toxi, make_server) -> None:
+    size = 100_000
+    server = make_server(sender_handler(b"b" * size))
+    p = toxi.proxy(server.address)
+    toxi.client.add_toxic(p.name, "bandwidth", attributes={"rate": 200})  # 200 KB/s -> 0.5 s
+    with connect(p.listen_port) as s:
+        t0 = time.monotonic()
+        data = recv_all(s)
+        elapsed = time.monotonic() - t0
+    assert len(data) == size
+    expected = size / 200_000
+    assert abs(elapsed - expected) <= expected * BANDWIDTH_TOL, elapsed
+
+
+def test_bandwidth_rate_0_stalls_until_removed(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "bandwidth", attributes={"rate": 0})
+    with connect(p.listen_port) as s:
+        s.sendall(b"stall")
+        s.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            s.recv(10)
+        toxi.client.delete_toxic(p.name, "bandwidth_downstream")
+        s.settimeout(2)
+        assert recv_exactly(s, 5) == b"stall"
+
+
+def test_slow_close(toxi, make_server) -> None:
+    server = make_server(sender_handler(b"bye"))
+    p = toxi.proxy(server.address)
+    toxi.client.add_toxic(p.name, "slow_close", attributes={"delay": 200})
+    with connect(p.listen_port) as s:
+        t0 = time.monotonic()
+        assert recv_exactly(s, 3) == b"bye"
+        assert time.monotonic() - t0 < 0.1  # data passes at once
+        assert recv_all(s) == b""
+        elapsed = time.monotonic() - t0
+    assert 0.200 <= elapsed <= 0.200 + CLOSE_TOL, elapsed
+
+
+def test_timeout_drops_data_then_closes(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "timeout", attributes={"timeout": 200})
+    with connect(p.listen_port) as s:
+        t0 = time.monotonic()
+        s.sendall(b"lost")
+        assert recv_all(s) == b""  # nothing comes back, then EOF
+        elapsed = time.monotonic() - t0
+    assert 0.200 - 0.005 <= elapsed <= 0.200 + CLOSE_TOL, elapsed
+
+
+def test_timeout_0_holds_until_removed(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "timeout", name="hole", attributes={"timeout": 0})
+    with connect(p.listen_port) as s:  # a black hole: connect succeeds, nothing comes back
+        s.sendall(b"anyone?")
+        assert not closed_by_peer(s, timeout=0.4)
+        toxi.client.delete_toxic(p.name, "hole")
+        assert closed_by_peer(s, timeout=2.0)
+
+
+def test_reset_peer_gives_econnreset(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "reset_peer", stream="upstream", attributes={"timeout": 100})
+    with connect(p.listen_port) as s:
+        t0 = time.monotonic()
+        s.sendall(b"boom")
+        with pytest.raises(ConnectionResetError):
+            s.settimeout(2)
+            while s.recv(100):
+                pass
+        elapsed = time.monotonic() - t0
+    assert 0.100 - 0.005 <= elapsed <= 0.100 + CLOSE_TOL, elapsed
+
+
+def test_limit_data_exact_bytes(toxi, make_server) -> None:
+    server = make_server(sender_handler(os.urandom(50_000), close_after=False))
+    p = toxi.proxy(server.address)
+    toxi.client.add_toxic(p.name, "limit_data", attributes={"bytes": 12_345})
+    with connect(p.listen_port) as s:
+        s.settimeout(2)
+        data = recv_all(s)
+    assert len(data) == 12_345
+
+
+def test_slicer_piece_sizes(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "slicer", attributes={"average_size": 10, "size_variation": 0,
+                                                        "delay": 20_000})
+    with connect(p.listen_port) as s:
+        s.sendall(b"z" * 50)
+        sizes = []
+        while sum(sizes) < 50:
+            sizes.append(len(s.recv(100)))
+    assert max(sizes) <= 10 and len(sizes) >= 5, sizes
+
+
+def test_toxicity_0_and_1(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "latency", toxicity=0.0, attributes={"latency": 200})
+    with connect(p.listen_port) as s:
+        assert all(round_trip(s) < 0.1 for _ in range(5))
+    toxi.client.update_toxic(p.name, "latency_downstream", toxicity=1.0)
+    with connect(p.listen_port) as s:
+        assert abs(rtt(s) - 0.2) <= LATENCY_TOL
+
+
+def test_toxics_apply_to_established_connections(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    with connect(p.listen_port) as s:
+        assert round_trip(s) < 0.05
+        toxi.client.add_toxic(p.name, "latency", attributes={"latency": 100})
+        assert abs(rtt(s) - 0.1) <= LATENCY_TOL
+        toxi.client.update_toxic(p.name, "latency_downstream", attributes={"latency": 50})
+        assert abs(rtt(s) - 0.05) <= LATENCY_TOL
+        toxi.client.delete_toxic(p.name, "latency_downstream")
+        assert round_trip(s) < 0.05
+
+
+def test_disable_closes_connections_and_refuses(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    with connect(p.listen_port) as s:
+        round_trip(s)
+        toxi.client.disable_proxy(p.name)
+        assert closed_by_peer(s, 2.0)
+    with pytest.raises(ConnectionRefusedError):
+        connect(p.listen_port)
+    toxi.client.enable_proxy(p.name)
+    with connect(p.listen_port) as s:
+        round_trip(s)
+
+
+def test_upstream_change_drops_connections(toxi, make_server) -> None:
+    a = make_server(sender_handler(b"A", close_after=False))
+    b = make_server(sender_handler(b"B", close_after=False))
+    p = toxi.proxy(a.address)
+    with connect(p.listen_port) as s:
+        assert recv_exactly(s, 1) == b"A"
+        updated = toxi.client.update_proxy(p.name, upstream=b.address)
+        assert updated.upstream == b.address and updated.listen == p.listen
+        assert closed_by_peer(s, 2.0)
+    with connect(p.listen_port) as s:
+        assert recv_exactly(s, 1) == b"B"
+
+
+def test_upstream_refused_closes_client(toxi) -> None:
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()  # nothing listens there now
+    p = toxi.proxy(f"127.0.0.1:{port}")
+    with connect(p.listen_port) as s:  # accepted by the proxy, then closed at once
+        assert closed_by_peer(s, 2.0)
+
+
+def test_upload_through_sink(toxi) -> None:
+    counter = [0]
+    with TcpServer(sink_handler(counter)) as sink:
+        p = toxi.proxy(sink.address)
+        with connect(p.listen_port) as s:
+            s.sendall(b"u" * 2_000_000)
+        assert wait_until(lambda: counter[0] == 2_000_000, 3.0), counter
+
+
+@pytest.mark.embedded_only(reason="deliberate difference: the real server dials inside its accept "
+                           "loop, so a stalled upstream blocks further accepts")
+def test_stalled_upstream_dial_does_not_block_accepts(toxi) -> None:
+    # A listener whose accept queue is full drops SYNs: a dial to it stalls.
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    fillers = []
+    try:
+        for _ in range(3):
+            f = socket.socket()
+            f.setblocking(False)
+            f.connect_ex(full.getsockname())
+            fillers.append(f)
+        time.sleep(0.05)
+        seen: list = []
+        unsubscribe = toxi.handle.subscribe(seen.append)
+        p = toxi.proxy(f"127.0.0.1:{full.getsockname()[1]}")
+        clients = [connect(p.listen_port) for _ in range(4)]
+        try:
+            assert wait_until(lambda: sum(e.type == "conn.accepted" for e in seen) == 4, 1.0), seen
+        finally:
+            unsubscribe()
+            for c in clients:
+                c.close()
+    finally:
+        for f in fillers:
+            f.close()
+        full.close()
