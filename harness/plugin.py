@@ -50,6 +50,7 @@ OPTIONS_KEY = pytest.StashKey[HarnessOptions]()
 ENV_KEY = pytest.StashKey[dict[str, Any]]()
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
+ATTACH_KEY = pytest.StashKey[tuple[bytes, str | None]]()
 ENV_FRAGMENT = ".failover-harness-env-{worker}.json"
 
 
@@ -207,26 +208,36 @@ def _outcome(item: pytest.Item) -> str:
 
 @pytest.fixture
 def history(request: pytest.FixtureRequest, harness_options: HarnessOptions) -> Iterator[History]:
-    """A fresh :class:`History` for this test. After the test (passed or failed) it is saved to
-    ``<history dir>/<test>.jsonl`` with its SVG timeline beside it, and attached to the Allure result
-    (JSON + SVG) when ``--alluredir`` is on. ``meta`` holds the test id, rule IDs, backend, engine,
+    """A fresh :class:`History` for this test, streamed to ``<history dir>/<test>.jsonl.partial`` while
+    the test runs. After the test (passed or failed) it is saved to ``<history dir>/<test>.jsonl`` with
+    its SVG timeline beside it, and attached to the Allure result (JSON + SVG) when ``--alluredir`` is
+    on. ``meta`` holds the test id, rule IDs, backend, engine,
     client, worker, and at the end the outcome and the checked verdicts."""
+    from harness.history.store import HistoryWriter
+
     item = request.node
     h = History(meta={"test": item.nodeid, "rules": rule_ids_of(item), "backend": harness_options.backend,
                       "engine": harness_options.engine, "client": harness_options.client or "reference",
                       "worker": harness_options.worker})
-    yield h
-    _finish_history(item, h, harness_options)
+    path = harness_options.history_dir / f"{_file_stem(item.nodeid)}.jsonl"
+    # Streamed while the test runs, so a crashed worker still leaves its history (``.partial``).
+    writer = HistoryWriter(h, path.with_name(path.name + ".partial")).open()
+    try:
+        yield h
+    finally:
+        writer.close()
+        _finish_history(item, h, path)
+        writer.path.unlink(missing_ok=True)
 
 
-def _finish_history(item: pytest.Item, h: History, opts: HarnessOptions) -> None:
+def _finish_history(item: pytest.Item, h: History, path: Path) -> None:
     from harness.history.store import save_jsonl
     from harness.history.timeline import render_svg
-    from harness.report.allure import allure_active, attach_history
+    from harness.report.allure import allure_active
 
     h.meta["outcome"] = _outcome(item)
     h.meta["verdicts"] = [v.to_dict() for v in item.stash.get(VERDICTS_KEY, [])]
-    path = save_jsonl(h, opts.history_dir / f"{_file_stem(item.nodeid)}.jsonl")
+    save_jsonl(h, path)
     svg: str | None
     try:
         svg = render_svg(h, title=item.nodeid)
@@ -236,7 +247,22 @@ def _finish_history(item: pytest.Item, h: History, opts: HarnessOptions) -> None
         warnings.warn(f"timeline of {item.nodeid} could not be drawn: {type(exc).__name__}: {exc}",
                       stacklevel=1)
     if allure_active(item.config):
-        attach_history(path.read_bytes(), svg, name="history")
+        # attached by pytest_runtest_teardown below, once every fixture is finalised, so that the
+        # files sit on the test itself rather than under this fixture's "Tear down" entry
+        item.stash[ATTACH_KEY] = (path.read_bytes(), svg)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After all fixtures are torn down, attach the saved history and timeline to the Allure test."""
+    try:
+        return (yield)
+    finally:
+        payload = item.stash.get(ATTACH_KEY, None)
+        if payload is not None:
+            from harness.report.allure import attach_history
+
+            attach_history(payload[0], payload[1], name="history")
 
 
 class VerdictCheck:

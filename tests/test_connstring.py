@@ -180,14 +180,14 @@ _specs = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_specs)
 def test_round_trip_spec_string_spec(spec: ConnectionSpec) -> None:
     text = format_connection_string(spec)
     assert parse_connection_string(text) == spec
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_specs, st.sampled_from([str.upper, str.lower, str.title]))
 def test_round_trip_survives_key_case(spec: ConnectionSpec, case: object) -> None:
     text = format_connection_string(spec)

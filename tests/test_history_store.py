@@ -54,7 +54,8 @@ def test_non_json_values_are_written_as_text(tmp_path: Path) -> None:
 
 def test_lines_out_of_order_are_sorted_by_index(tmp_path: Path) -> None:
     path = tmp_path / "h.jsonl"
-    path.write_text('{"meta": {}}\n{"index": 1, "t": 2.0, "type": "b"}\n{"index": 0, "t": 1.0, "type": "a"}\n')
+    path.write_text('{"meta": {}}\n{"index": 1, "t": 2.0, "type": "b"}\n'
+                    '{"index": 0, "t": 1.0, "type": "a"}\n')
     assert [e.type for e in load_jsonl(path)] == ["a", "b"]
 
 
@@ -148,9 +149,10 @@ def test_saving_while_threads_record_gives_a_consistent_prefix(tmp_path: Path) -
         assert [e.index for e in snap] == list(range(len(snap)))
 
 
+scalars = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    scalars | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
     max_leaves=10)
 field_names = st.text(min_size=1, max_size=10).filter(lambda k: k not in ("index", "t", "type"))
 

@@ -258,7 +258,7 @@ def test_mir_5_violation_message_is_precise() -> None:
     h, plan = timeout_schedule(2.0, t0=0.0, perturb=(3, -0.089))
     v = check_mir_5(h.events, **P, login_timeout=2.0)
     assert v.valid is False
-    assert v.observed == "attempt 3 (initial, round 2) timed out after 0.231 s; expected 0.320 s ±0.020"
+    assert v.observed == "attempt 3 (initial, round 2) held 0.231 s; expected 0.320 s ±0.020"
     assert v.evidence == (0, 5, 6)
 
 
@@ -275,7 +275,7 @@ def test_mir_5_opened_too_late_and_psycopg_like_per_host_timeout() -> None:
     h.finish(2.01, op, "ok")
     v = check_mir_5(h.events, **P, login_timeout=2.0)
     assert v.valid is False
-    assert v.observed.startswith("attempt 1 (initial, round 1) timed out after 2.000 s; expected 0.160 s")
+    assert v.observed.startswith("attempt 1 (initial, round 1) held 2.000 s; expected 0.160 s")
     assert check_mir_4(h.events, **P, login_timeout=2.0).valid is True
 
 
@@ -666,3 +666,78 @@ def test_concurrent_opens_are_undecidable_not_passed() -> None:
     h.finish(0.01, o2, "ok", process="c2")
     v = check_mir_1(h.events, **P)
     assert v.valid == "unknown" and v.details["ambiguous_opens"] == [0, 1]
+
+
+def test_mir_10_principal_read_from_the_history() -> None:
+    def hist(principal: str, served: str | None, role_change_during_open: bool = False) -> Hist:
+        h = Hist()
+        h.add("topology.up", 0.0, topology="pg-pair", nodes=[
+            {"name": principal, "role": "principal", "client_address": LISTEN[f"pg-{principal}"]},
+            {"name": "x", "role": "mirror", "client_address": "127.0.0.1:1"}])
+        op = h.invoke(1.0)
+        if served:
+            h.conn(served, 1.0, None)
+        else:
+            h.conn(A, 1.0, 1.002, by="upstream", down=40)
+        if role_change_during_open:
+            h.add("role.change", 1.001, node="b", old_role="mirror", new_role="principal")
+        h.finish(1.01 if served else 2.0, op, "ok" if served else "fail")
+        return h
+
+    assert check_mir_10(hist("b", B).events, **P).valid is True  # B principal: works via B
+    assert check_mir_10(hist("c", None).events, **P).valid is True  # C principal, A mirror: fails
+    v = check_mir_10(hist("c", A).events, **P)
+    assert v.valid is False and "which is not the principal" not in v.observed  # should have failed
+    v = check_mir_10(hist("a", A, role_change_during_open=True).events, **P)
+    assert v.valid == "unknown" and "roles changed" in v.observed
+
+
+def test_mir_7_fast_reset_counts_slow_reset_is_not_judged() -> None:
+    def hist(reset_held: float, gap: float) -> Hist:
+        h = Hist()
+        op = h.invoke(0.0)
+        h.conn(A, 0.0, reset_held, by="toxic", down=0)
+        h.conn(B, reset_held, reset_held + 0.002, by="upstream", down=40)
+        t = reset_held + 0.002 + gap
+        h.conn(A, t, None)
+        h.finish(t + 0.01, op, "ok")
+        return h
+
+    assert check_mir_7(hist(0.002, 0.1).events, **P).valid is True
+    v = check_mir_7(hist(0.002, 0.0).events, **P)
+    assert v.valid is False and "(reset/inactive) was 0.000 s; expected 0.100 s" in v.observed
+    v = check_mir_7(hist(2.0, 0.0).events, **P)  # a timeout toxic closing after 2 s: not a fast round
+    assert v.valid == "unknown" and v.details["not_judged"]
+
+
+def test_an_open_the_application_aborted_is_not_the_clients_failure() -> None:
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, 0.002, by="upstream", down=40)
+    h.add("op.fail", 0.3, process="c1", op_id=op, f="open", error="open aborted", reason="aborted")
+    h.add("fault.end", 3.2, fault="observe", id=1, node=None, seconds=3.2, error=None)
+    assert check_mir_4(h.events, **P, login_timeout=5.0).valid == "unknown"
+    assert check_mir_8(h.events, **P, window=3.0).valid == "unknown"
+    h.events[-2] = Event(h.events[-2].index, 0.3, "op.fail",
+                         {"process": "c1", "op_id": op, "f": "open", "error": "gave up"})
+    assert check_mir_4(h.events, **P, login_timeout=5.0).valid is False
+    assert check_mir_8(h.events, **P, window=3.0).valid is False
+
+
+def test_client_attempt_matched_to_a_lagging_proxy_by_socket_address() -> None:
+    """A proxy that timestamps its accept 30 ms late is still the same attempt when the client
+    recorded its socket's local address (attempt.end ``local``): no double counting."""
+    h = Hist()
+    op = h.invoke(0.0)
+    h.add("attempt.start", 0.0, process="c1", attempt=1, target="initial", address=LISTEN[A])
+    h.add("attempt.end", 0.001, process="c1", attempt=1, target="initial", address=LISTEN[A],
+          outcome="inactive", error="not accepting connections", local="127.0.0.1:40000")
+    h.conn(A, 0.031, 0.032, by="upstream", down=90)  # Hist.conn records client=127.0.0.1:40000
+    h.add("attempt.start", 0.002, process="c1", attempt=2, target="failover", address=LISTEN[B])
+    h.add("attempt.end", 0.003, process="c1", attempt=2, target="failover", address=LISTEN[B],
+          outcome="refused", error="Connection refused")
+    h.finish(0.05, op, "fail", error="gave up")
+    v = check_mir_4(h.events, **P, login_timeout=None)
+    # 2 attempts in the order the client made them, not 3: attempt 1 is the proxy's connection
+    assert v.valid is False and "and 2 attempt(s)" in v.observed, v.observed
+    assert v.details["client_view_attempts"] == [5, 6]  # only the refused connect

@@ -37,8 +37,11 @@ def servers() -> Iterator[tuple[LocalServer, LocalServer]]:
     a = LocalServer("a")
     b = LocalServer("b")
     try:
+        started = threading.Thread(target=b.start)
+        started.start()
         a.start()
-        b.start()
+        started.join(60)
+        assert b.proc is not None, "server B did not start"
         yield a, b
     finally:
         a.stop(remove=True)
@@ -186,7 +189,7 @@ def test_twenty_busy_sessions_all_kept(h: Harness) -> None:
     conns = [h.connect() for _ in range(20)]
 
     def work(i: int, conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SET application_name = %s" % pq_literal(f"w{i}"))
+        conn.execute(f"SET application_name = {pq_literal(f'w{i}')}")
         seen = ports.setdefault(i, set())
         while not stop.is_set():
             try:
@@ -337,14 +340,19 @@ def test_idle_statement_is_held_until_resume(h: Harness) -> None:
     c = h.connect()
     h.proxy.drain()
     result: list[Any] = []
+    newcomer: list[Any] = []
     t = threading.Thread(target=lambda: result.append(port_of(c)))
     t.start()
+    t2 = threading.Thread(target=lambda: newcomer.append(port_of(h.connect())))  # login during drain
+    t2.start()
     time.sleep(0.3)
-    assert not result and h.proxy.status()["sessions"][0]["held"]
+    assert not result and not newcomer
+    assert all(s["held"] for s in h.proxy.status()["sessions"])
     h.current = h.b.server_address
     h.proxy.resume()
     t.join(5)
-    assert result == [h.b.port]
+    t2.join(5)
+    assert result == [h.b.port] and newcomer == [h.b.port]
 
 
 # --------------------------------------------------------------------------------------------- PER-3
@@ -465,7 +473,7 @@ def _login_raw(address: tuple[str, int]) -> socket.socket:
 def test_malformed_input_only_hurts_its_session(servers: tuple[LocalServer, LocalServer]) -> None:
     """Bad lengths, unknown messages and replication startups get an ErrorResponse and a close for
     that session only; a concurrent healthy session keeps working and the proxy keeps accepting."""
-    h = Harness(*servers, front_auth="password")
+    h = Harness(*servers, front_auth="password", auth_timeout=0.5)
     try:
         good = h.connect()
         good.execute("SET myapp.x = '1'")
@@ -489,8 +497,12 @@ def test_malformed_input_only_hurts_its_session(servers: tuple[LocalServer, Loca
         out = s.recv(65536)
         assert out[:1] == b"E" and b"unexpected message type" in out
         s.close()
+        t0 = time.monotonic()
+        out = _raw(addr, b"", timeout=5)  # silent client: dropped after auth_timeout
+        assert out[:1] == b"E" and b"not finished within" in out and time.monotonic() - t0 < 2
         assert setting(good, "myapp.x") == "1"
         assert port_of(h.connect()) == h.a.port
+        assert h.proxy.status()["counters"]["sessions_opened"] == 9
     finally:
         h.close()
 
@@ -596,25 +608,212 @@ def test_cli_rejects_bad_address() -> None:
 # --------------------------------------------------------------------------------------------- real pair
 
 
-def test_real_pair_switchover() -> None:
-    """PER-1/PER-2 on a real replicated pair (``harness.topology.Pair``), when it exists."""
+def _pair_class() -> Any:
     topology = pytest.importorskip("harness.topology")
     pair_cls = getattr(topology, "Pair", None)
     if pair_cls is None:
         pytest.skip("harness.topology.Pair is not available yet")
-    with pair_cls(mode="sync") as pair:
+    return pair_cls
+
+
+def test_real_pair_switchover() -> None:
+    """PER-1/PER-2 on a real replicated pair (``harness.topology.Pair``, synchronous): ten sessions
+    writing in a loop through the proxy during a planned switchover are all kept (no error seen),
+    keep their settings and prepared statements, continue on the new principal, and every write
+    they saw acknowledged is there."""
+    with _pair_class()(mode="sync") as pair:
         cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
-                          drain_window=2.0, recovery_window=20.0)
+                          drain_window=5.0, recovery_window=20.0)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            with psycopg.connect(host=host, port=port, user="app", password="app", dbname="app",
-                                 autocommit=True) as c:
-                first = port_of(c)
-                c.execute("SET myapp.k = 'v'")
-                c.execute("PREPARE p AS SELECT 1")
+            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+                                      autocommit=True)
+            conns = [psycopg.connect(**kw) for _ in range(10)]
+            try:
+                first = port_of(conns[0])
+                conns[0].execute("CREATE TABLE IF NOT EXISTS persist_w (w int, n int, PRIMARY KEY (w, n))")
+                for i, c in enumerate(conns):
+                    c.execute(f"SET myapp.worker = '{i}'")
+                    c.execute("PREPARE ins (int, int) AS INSERT INTO persist_w VALUES ($1, $2)")
+                stop = threading.Event()
+                acked: list[tuple[int, int]] = []
+                errors: list[str] = []
+
+                def work(i: int, c: psycopg.Connection[Any]) -> None:
+                    n = 0
+                    while not stop.is_set():
+                        try:
+                            assert setting(c, "myapp.worker") == str(i)
+                            c.execute(f"EXECUTE ins({i}, {n})")
+                            acked.append((i, n))
+                            n += 1
+                        except Exception as exc:  # asserted below
+                            errors.append(f"{i}: {exc!r}")
+                            return
+
+                threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(conns)]
+                for t in threads:
+                    t.start()
+                time.sleep(0.3)
                 result = proxy.switchover(pair.switchover)
-                assert result["drain"]["kept"] and result["resume"]["resumed"] == 1
-                assert port_of(c) != first
-                assert setting(c, "myapp.k") == "v"
-                assert c.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False  # type: ignore[index]
-                assert c.execute("EXECUTE p").fetchone()[0] == 1  # type: ignore[index]
+                time.sleep(0.3)
+                stop.set()
+                for t in threads:
+                    t.join(10)
+                assert not errors, errors
+                assert len(result["drain"]["kept"]) == 10 and result["resume"]["resumed"] == 10
+                assert {port_of(c) for c in conns} == {pair.principal.server_address[1]} != {first}
+                assert conns[0].execute("SELECT pg_is_in_recovery()").fetchone()[0] is False  # type: ignore[index]
+                rows = set(conns[0].execute("SELECT w, n FROM persist_w").fetchall())
+                assert set(acked) <= rows and len(acked) > 20
+            finally:
+                for c in conns:
+                    c.close()
+
+
+def test_real_pair_unplanned_failover() -> None:
+    """PER-1 on an unplanned failover of a real pair (kill -9 of the principal, mirror promoted):
+    the idle session continues on the new principal with its state; the session that was inside a
+    transaction is closed with a clear reason (PER-7)."""
+    with _pair_class()(mode="sync") as pair:
+        history = History()
+        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+                          recovery_window=20.0, on_event=history.record)
+        with ThreadedPersistentProxy(cfg) as proxy:
+            host, port = proxy.address  # type: ignore[misc]
+            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+                                      autocommit=True)
+            with psycopg.connect(**kw) as idle, psycopg.connect(**kw) as in_tx:
+                first = port_of(idle)
+                idle.execute("SET myapp.k = 'v'")
+                for _ in range(3):
+                    idle.execute("SELECT %s::int", [1], prepare=True)
+                in_tx.execute("BEGIN")
+                in_tx.execute("SELECT 1")
+                pair.failover()
+                assert port_of(idle) != first
+                assert idle.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False  # type: ignore[index]
+                assert setting(idle, "myapp.k") == "v"
+                assert idle.execute("SELECT %s::int", [2], prepare=True).fetchone()[0] == 2  # type: ignore[index]
+                expect_closed(in_tx, "PER-7", "transaction")
+            kept = [e.get("kept") for e in history.events("persist.back_lost")]
+            assert sorted(kept) == [False, True]
+
+
+def test_random_garbage_never_hurts_the_proxy(servers: tuple[LocalServer, LocalServer]) -> None:
+    """Fuzz: 40 sessions send random bytes, before and after logging in; the proxy answers or closes
+    each of them (no hang, no crash) and a healthy session keeps working throughout."""
+    import random
+
+    rng = random.Random(1234)
+    h = Harness(*servers, front_auth="password", auth_timeout=1.0)
+    try:
+        good = h.connect()
+        good.execute("SET myapp.fuzz = 'ok'")
+        addr = h.proxy.address
+        assert addr is not None
+        for i in range(40):
+            junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+            if i % 2:
+                s = _login_raw(addr)
+            else:
+                s = socket.create_connection(addr, timeout=3)
+            try:
+                s.sendall(junk)
+                s.shutdown(socket.SHUT_WR)  # then EOF: the proxy must answer or close, not hang
+                s.settimeout(3)
+                while s.recv(65536):
+                    pass
+            except ConnectionError:
+                pass
+            finally:
+                s.close()
+            assert setting(good, "myapp.fuzz") == "ok"
+        assert port_of(h.connect()) == h.a.port
+        time.sleep(0.1)
+        assert len(h.proxy.status()["sessions"]) == 2  # every fuzz session is gone (good + new)
+    finally:
+        h.close()
+
+
+def test_protocol_32_client_is_negotiated_down(h: Harness) -> None:
+    """A libpq 18 client asking for protocol 3.2 (and SSL if available) gets NegotiateProtocolVersion
+    for 3.0 and an 'N' to SSLRequest, then works normally, cancel included."""
+    c = h.connect(max_protocol_version="3.2", sslmode="prefer")
+    assert port_of(c) == h.a.port
+    assert c.pgconn.ssl_in_use is False
+    box: list[BaseException] = []
+
+    def sleeper() -> None:
+        try:
+            c.execute("SELECT pg_sleep(10)")
+        except BaseException as exc:  # asserted below
+            box.append(exc)
+
+    t = threading.Thread(target=sleeper)
+    t.start()
+    time.sleep(0.3)
+    c.cancel_safe()
+    t.join(5)
+    assert box and isinstance(box[0], psycopg.errors.QueryCanceled)
+
+
+def test_psql_client_through_proxy(h: Harness) -> None:
+    """Another client library (the system psql/libpq) logs in with SCRAM and runs a script whose
+    session survives a switchover between two of its statements (PER-1)."""
+    host, port = h.proxy.address  # type: ignore[misc]
+    env = {"PGPASSWORD": "app", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        ["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", host, "-p", str(port), "-U", "app", "-d", "app"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("SET myapp.who = 'psql';\nSELECT inet_server_port();\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "SET"
+    assert proc.stdout.readline().strip() == str(h.a.port)
+    h.switchover()
+    out, err = proc.communicate("SELECT inet_server_port(), current_setting('myapp.who');\n", timeout=20)
+    assert proc.returncode == 0, err
+    assert out.strip() == f"{h.b.port}|psql"
+
+
+def test_auto_resume_when_resolver_names_new_principal(servers: tuple[LocalServer, LocalServer]) -> None:
+    """PER-1/PER-3 with ``auto_resume``: after a drain, the proxy resumes by itself as soon as the
+    resolver answers with a new principal; the held statement then runs there with its state."""
+    h = Harness(*servers, auto_resume=True)
+    try:
+        c = h.connect()
+        c.execute("SET myapp.auto = 'yes'")
+        h.proxy.drain()
+        threading.Timer(0.3, lambda: setattr(h, "current", h.b.server_address)).start()
+        t0 = time.monotonic()
+        assert port_of(c) == h.b.port  # held, then released without any resume() call
+        assert 0.25 < time.monotonic() - t0 < 3
+        assert setting(c, "myapp.auto") == "yes"
+        assert h.proxy.status()["draining"] is False
+    finally:
+        h.close()
+
+
+def test_replay_failure_closes_with_reason(h: Harness) -> None:
+    """PER-2: when the state cannot be rebuilt on the new principal (a prepared statement whose
+    table does not exist there) the session is closed with a clear reason, not left half-restored."""
+    h.a.psql("CREATE TABLE IF NOT EXISTS only_on_a (x int); GRANT ALL ON only_on_a TO app")
+    c = h.connect()
+    c.execute("PREPARE needs_a AS SELECT * FROM only_on_a")
+    drained, resumed = h.switchover()
+    assert drained["kept"] and [x["rule"] for x in resumed["closed"]] == ["PER-2"]
+    err = expect_closed(c, "PER-2", "state replay failed")
+    assert "only_on_a" in (err.diag.message_detail or "")
+
+
+def test_second_drain_is_a_no_op(h: Harness) -> None:
+    """PER-4: a second drain before resume keeps the same sessions and closes nothing."""
+    c = h.connect()
+    first = h.proxy.drain()
+    again = h.proxy.drain()
+    assert again["already_draining"] and again["kept"] == first["kept"] and not again["closed"]
+    h.current = h.b.server_address
+    assert h.proxy.resume()["resumed"] == 1
+    assert port_of(c) == h.b.port
+    assert h.proxy.status()["counters"]["kept"] == 1

@@ -67,7 +67,7 @@ def test_bad_choices_are_clear_errors() -> None:
             pass
 
 
-def test_spawned_binary_is_started_and_stopped(tmp_path: Path) -> None:
+def test_spawned_binary_is_started_and_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A stand-in binary with toxiproxy-server's command line (-host H -port P): our own CLI.
     shim = tmp_path / "toxiproxy-server"
     shim.write_text(
@@ -80,6 +80,15 @@ def test_spawned_binary_is_started_and_stopped(tmp_path: Path) -> None:
         "'--port', a[a.index('-port') + 1]]))\n")
     shim.chmod(0o755)
     env = {"PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}"}
+    procs = []
+    import harness.toxiproxy.select as select_mod
+
+    class Recording(select_mod.ToxiproxyProcess):  # keep a reference to read the exit code
+        def __init__(self, *a, **kw) -> None:
+            super().__init__(*a, **kw)
+            procs.append(self)
+
+    monkeypatch.setattr(select_mod, "ToxiproxyProcess", Recording)
     with start_fault_proxy(env=env) as handle:
         assert handle.kind == "spawned" and handle.version == "2.12.0"
         assert str(shim) in handle.describe()
@@ -91,6 +100,7 @@ def test_spawned_binary_is_started_and_stopped(tmp_path: Path) -> None:
     from harness.toxiproxy import ToxiproxyClient
     with ToxiproxyClient(url, timeout=1) as c:
         assert wait_until(lambda: not c.is_available(), 3)
+    assert procs[0].returncode == 0  # SIGTERM -> clean shutdown of the foreground CLI server
 
 
 def _line(msg: str, **fields: object) -> str:
@@ -117,3 +127,23 @@ def test_log_deriver_builds_conn_events() -> None:
     assert ev[2].fields["by"] == "upstream" and ev[2].fields["bytes_up"] is None
     assert ev[4].fields["error"] == "dial tcp: connection refused"
     assert [e.seq for e in ev] == list(range(6)) and ev[3].fields["conn_id"] == 2
+
+
+def test_forward_to_history_keeps_event_times() -> None:
+    from harness.history.core import History
+    from harness.toxiproxy.select import forward_to_history
+
+    history = History()
+    with start_fault_proxy(env={"PATH": ""}) as handle, TcpServer(echo_handler) as echo:
+        unsubscribe = forward_to_history(handle, history)
+        seen = []
+        handle.subscribe(seen.append)
+        p = handle.client.create_proxy("db", echo.address, node="pg-1")
+        with connect(p.listen_port) as s:
+            round_trip(s)
+        assert wait_until(lambda: len(history.events("conn.closed")) == 1)
+        unsubscribe()
+    events = history.events("conn.")
+    assert [e.type for e in events] == ["conn.accepted", "conn.upstream_connected", "conn.closed"]
+    assert [e.t for e in events] == [e.t for e in seen[:3]]
+    assert events[0].get("node") == "pg-1" and "seq" not in events[0].fields

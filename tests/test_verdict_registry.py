@@ -8,8 +8,7 @@ import pytest
 
 from harness.errors import ConfigError, HarnessError, ProxyError, RuleViolation
 from harness.history import Event, History
-from harness.rules import UNKNOWN, Verdict, assert_verdict, assert_verdicts
-from harness.rules import registry
+from harness.rules import UNKNOWN, Verdict, assert_verdict, assert_verdicts, registry
 from harness.rules.verdict import VerdictUnknown
 
 

@@ -95,8 +95,9 @@ class Faults:
         return links
 
     def _proxy(self, node: str) -> str:
+        links = self._links  # ConfigError first when there is no fault proxy at all
         self.topology.node(node)  # UnknownNodeError naming the nodes
-        return self._links.proxy_name(node)
+        return links.proxy_name(node)
 
     def _record(self, type_: str, **fields: Any) -> None:
         if self.history is not None:

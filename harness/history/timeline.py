@@ -217,7 +217,10 @@ def _build(events: list[Event]) -> _Model:
             if e.get("node"):
                 node_lane(str(e.get("node")))
             if kind == "role.change" and e.get("node"):
-                model.roles.setdefault(str(e.get("node")), []).append(str(e.get("new_role")))
+                roles = model.roles.setdefault(str(e.get("node")), [])
+                if not roles and e.get("old_role"):
+                    roles.append(str(e.get("old_role")))
+                roles.append(str(e.get("new_role")))
             if kind == "node.start" and e.get("node") and e.get("role"):
                 roles = model.roles.setdefault(str(e.get("node")), [])
                 if not roles or roles[-1] != e.get("role"):
@@ -364,7 +367,8 @@ class _Svg:
         return node
 
     def bar(self, parent: ET.Element, t_start: float, t_end: float, y: float, h: float, fill: str,
-            title: str, cls: str, label: str | None = None, min_w: float = 2.0, **attrs: Any) -> float:
+            title: str, cls: str, label: str | None = None, min_w: float = 2.0,
+            **attrs: Any) -> tuple[ET.Element, float]:
         x0 = self.x(t_start)
         w = max(self.x(t_end) - x0, min_w)
         g = self.el(parent, "g", None, class_=cls)
@@ -374,7 +378,7 @@ class _Svg:
             if fitted:
                 self.text(g, x0 + w / 2, y + h - 2, fitted, None, text_anchor="middle",
                           font_size="9.5", fill="#ffffff", pointer_events="none")
-        return w
+        return g, w
 
     # sections --------------------------------------------------------------------------------------
     def render(self, title: str) -> str:
@@ -520,9 +524,10 @@ class _Svg:
                     width=x1 - x0, height=bottom - band_top, fill=FAULT_FILL, fill_opacity="0.13")
 
     def lane_frame(self, y: float, h: float, label: str, sub: str, kind: str, index: int) -> ET.Element:
-        g = self.el(self.layers["lanes"], "g", None, class_=f"lane lane-{kind}", data_lane=label)
-        if index % 2 == 0:
-            self.el(g, "rect", None, x=0, y=y, width=WIDTH, height=h, fill="#f5f7fa")
+        g = self.el(self.layers["lanes"], "g", None, class_=f"lane lane-{kind}", data_lane=label,
+                    data_height=h)
+        self.el(g, "rect", None, class_="lane-band", x=0, y=y, width=WIDTH, height=h,
+                fill="#f5f7fa" if index % 2 == 0 else "#ffffff")
         self.el(g, "line", None, x1=PLOT_X0, x2=WIDTH - RIGHT_PAD, y1=y + h, y2=y + h, stroke="#e0e0e0")
         text = _fit(label, LABEL_W - 24 - (len(sub) * SMALL_CHAR_W + 6 if sub else 0))
         if not text:
@@ -589,13 +594,13 @@ class _Svg:
             lines.append(f"client session {c.attempt.process}, attempt {c.attempt.start.get('attempt')}"
                          f" ({c.attempt.start.get('target')})")
         title = "\n".join(lines)
-        w = self.bar(g, a.t, t_end, y, h, OUTCOMES[outcome][0], title, f"bar conn conn-{outcome}",
-                     _fmt_s(t_end - a.t) if c.closed is not None else None)
+        bar_g, w = self.bar(g, a.t, t_end, y, h, OUTCOMES[outcome][0], title, f"bar conn conn-{outcome}",
+                            _fmt_s(t_end - a.t) if c.closed is not None else None)
         if close != outcome and w >= 6:  # end cap: how the proxy saw it close (or still open)
             x1 = self.x(a.t) + w
             cap_title = (f"closed: {OUTCOMES[close][1]}\n{self.when(c.closed.t)}" if c.closed is not None
-                         else "still open at the end of the history")
-            self.el(g, "rect", cap_title, class_="close-cap", x=x1 - 3, y=y, width=3, height=h,
+                         else f"still open at the end of the history ({self.when(m.t1)})")
+            self.el(bar_g, "rect", cap_title, class_="close-cap", x=x1 - 3, y=y, width=3, height=h,
                     fill=OUTCOMES[close][0], stroke="#ffffff", stroke_width="0.5")
 
     def client_lanes(self, y: float) -> float:

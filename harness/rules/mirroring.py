@@ -15,9 +15,11 @@ Observation model ("observe from outside", ARCHITECTURE):
   inside two opens' windows (concurrent opens of two processes) makes both opens undecidable.
 * A refused connect (proxy disabled, port closed) never reaches a proxy. For those the checker falls
   back to the client's own ``attempt.start``/``attempt.end`` events: a client attempt that no proxy
-  connection matches (same partner, overlapping time) is counted, marked ``source="client"``, and the
-  verdict's ``details["client_view_attempts"]`` lists the event indices used (``use_client_view=False``
-  turns the fallback off).
+  connection matches (by the client socket's ``local`` address = ``conn.accepted.client``, else same
+  partner with the accept inside the attempt ±``MATCH_SLACK``) is counted, marked ``source="client"``,
+  and the verdict's ``details["client_view_attempts"]`` lists the event indices used
+  (``use_client_view=False`` turns the fallback off). A matched attempt is ordered by the client's
+  start (a busy proxy may stamp its accept late) and timed by the proxy.
 * The outcome of a proxy-observed attempt is read from the wire: ``conn.upstream_failed`` → refused
   (the partner's port refused the proxy); the last attempt of a successful open that stays open →
   opened; bytes from the server and then closed → inactive (the server answered and the login did not
@@ -49,6 +51,10 @@ MAX_TOLERANCE = 0.050
 RETRY_FRACTION = 0.08
 DEFAULT_DELAYS: tuple[float, ...] = (0.1, 0.2, 0.4, 0.8, 1.0)
 FAST_OUTCOMES = frozenset({"refused", "inactive"})
+DEFAULT_FAST_RESET = 0.050
+#: How far a proxy's conn.accepted may lie outside the client's attempt.start..attempt.end and still
+#: be that attempt (when the client did not record its socket's ``local`` address).
+MATCH_SLACK = 0.010
 END_TYPES = ("op.ok", "op.fail", "op.info")
 SHUTDOWN_FAULTS = frozenset({"stop", "kill", "shutdown"})
 
@@ -77,6 +83,8 @@ class Attempt:
     client_outcome: str | None = None
     bytes_down: int = 0
     matched: bool = False
+    peer: str | None = None  # the client's host:port as the proxy saw it (conn.accepted.client)
+    order_t: float | None = None  # the matched client attempt.start: orders attempts (proxy clocks lag)
 
     @property
     def duration(self) -> float | None:
@@ -112,7 +120,13 @@ class Open:
 
     @property
     def failed(self) -> bool:
-        return self.end is not None and self.end.type == "op.fail"
+        """Ended ``op.fail`` by the client itself (an open the application aborted does not count)."""
+        return self.end is not None and self.end.type == "op.fail" and not self.aborted
+
+    @property
+    def aborted(self) -> bool:
+        """The application aborted the open (``op.fail`` with ``reason="aborted"``)."""
+        return self.end is not None and self.end.type == "op.fail" and self.end.get("reason") == "aborted"
 
     def rel(self, t: float) -> float:
         """Seconds since the open was invoked."""
@@ -292,6 +306,7 @@ def _opens(
                 closed_by=cl.get("by") if cl else None,
                 client_outcome="refused" if key in upfail else None,
                 bytes_down=int((cl.get("bytes_down") or 0) if cl else 0),
+                peer=str(acc.get("client")) if acc.get("client") else None,
             )
         )
     # client view
@@ -306,6 +321,7 @@ def _opens(
         elif e.type == "attempt.end" and key in starts:
             client.append((starts.pop(key), e))
     client.extend((s, None) for s in starts.values())
+    client.sort(key=lambda pair: (pair[0].t, pair[0].index))
     for s, en in client:
         own = owners(s.t, s.get("process"))
         if len(own) != 1:
@@ -320,17 +336,36 @@ def _opens(
         if role is None:
             continue
         outcome = en.get("outcome") if en is not None else None
-        hi = (en.t if en is not None else math.inf) + 0.05
-        match = next(
-            (
-                a
-                for a in o.attempts
-                if a.source == "proxy" and a.role == role and not a.matched and s.t - 0.05 <= a.start <= hi
-            ),
-            None,
-        )
+        local = en.get("local") if en is not None else None
+        match = None
+        if local:  # the client's socket address, as the proxy saw it: an exact match
+            match = next(
+                (
+                    a
+                    for a in o.attempts
+                    if a.source == "proxy"
+                    and not a.matched
+                    and a.peer is not None
+                    and _same(str(local), a.peer)
+                ),
+                None,
+            )
+        if match is None:  # else: the earliest unmatched proxy connection during the attempt
+            hi = (en.t if en is not None else math.inf) + MATCH_SLACK
+            match = next(
+                (
+                    a
+                    for a in sorted(o.attempts, key=lambda x: x.start)
+                    if a.source == "proxy"
+                    and a.role == role
+                    and not a.matched
+                    and s.t - MATCH_SLACK <= a.start <= hi
+                ),
+                None,
+            )
         if match is not None:
             match.matched = True
+            match.order_t = s.t
             if match.client_outcome is None:
                 match.client_outcome = outcome
             continue
@@ -353,7 +388,7 @@ def _opens(
         o.client_view.extend(idx)
     # number, classify
     for o in opens:
-        o.attempts.sort(key=lambda a: a.start)
+        o.attempts.sort(key=lambda a: a.start if a.order_t is None else min(a.start, a.order_t))
         for k, a in enumerate(o.attempts, 1):
             a.n = k
             a.round = (k + 1) // 2 if rounds else k
@@ -777,7 +812,7 @@ def check_mir_5(
                     rule,
                     False,
                     expected,
-                    f"{a.label()} timed out after {_s(held)}; {exp}",
+                    f"{a.label()} held {_s(held)}; {exp}",
                     (o.invoke.index, *a.events),
                     opens,
                     retry_time=rt,
@@ -918,6 +953,7 @@ def check_mir_7(
     delays: Sequence[float] = DEFAULT_DELAYS,
     process: Any = None,
     tolerance: float = DEFAULT_TOLERANCE,
+    fast_reset: float = DEFAULT_FAST_RESET,
     use_client_view: bool = True,
 ) -> Verdict:
     """MIR-7 retry delays: after round ``r`` whose every attempt ended in a fast refusal or an
@@ -925,9 +961,13 @@ def check_mir_7(
     800 ms, then 1 s; ± ``tolerance``); after a round whose attempts all timed out the next round
     starts at once (≤ ``tolerance``); inside a round there is no delay.
 
-    **(interpretation, RULEBOOK)** the delay is indexed by the round number; rounds mixing outcomes
-    (or with a reset / error) are not judged and are listed in ``details["not_judged"]``. Exercised
-    by a fast round followed by another round."""
+    **(interpretation, RULEBOOK)** "fast refusal" includes a ``reset`` that ended within
+    ``fast_reset`` seconds (default 0.050) - a connection accepted and closed at once without an
+    answer, which is how a refused connect looks through a fault proxy whose server is down; a
+    slower reset (e.g. a timeout toxic closing after 2 s) is neither fast nor a timeout; the delay
+    is indexed by the round number; rounds mixing a timeout with fast
+    failures (or holding an ``error``/``held`` attempt) are not judged and are listed in
+    ``details["not_judged"]``. Exercised by a fast round followed by another round."""
     rule = "MIR-7"
     ini = _require_partner(initial, rule, "initial")
     fo = _require_partner(failover, rule, "failover")
@@ -942,6 +982,7 @@ def check_mir_7(
     )
     judged: list[int] = []
     not_judged: list[int] = []
+    n_delays = 0
     for o in _usable(opens):
         rounds: dict[int, list[Attempt]] = {}
         for a in o.attempts:
@@ -965,7 +1006,12 @@ def check_mir_7(
             gap = nxt[0].start - atts[-1].end
             outcomes = {a.outcome for a in atts}
             ev = (*atts[-1].events, *nxt[0].events)
-            if outcomes <= FAST_OUTCOMES:
+            fast = all(
+                a.outcome in FAST_OUTCOMES
+                or (a.outcome == "reset" and a.duration is not None and a.duration <= fast_reset)
+                for a in atts
+            )
+            if fast:
                 want = retry_delay(r, delays)
                 if abs(gap - want) > tol:
                     return _verdict(
@@ -978,6 +1024,7 @@ def check_mir_7(
                         opens,
                     )
                 judged.extend(ev)
+                n_delays += 1
             elif outcomes == {"timeout"}:
                 if gap > tol:
                     return _verdict(
@@ -1004,7 +1051,7 @@ def check_mir_7(
         rule,
         True,
         expected,
-        f"{len(judged) // 2 or 1} delay(s) after fast rounds on schedule",
+        f"{n_delays} delay(s) after fast rounds on schedule",
         judged,
         opens,
         not_judged=not_judged,
@@ -1039,6 +1086,8 @@ def check_mir_8(
     judged = []
     for o in _usable(opens):
         stop = o.t0 + window
+        if o.end is not None and o.end.t <= stop and (o.aborted or o.end.type == "op.info"):
+            continue  # the application ended it within the window: not observed long enough
         if o.end is not None and o.end.type != "op.ok" and o.end.t <= stop:
             return _verdict(
                 rule,
@@ -1126,7 +1175,8 @@ def check_mir_9(
     pubs = [e for e in ordered if e.type == "mirroring.partner" and e.get("partner")]
     published_names = [str(e.get("partner")) for e in pubs]
     published_names += [  # what clients say they learned (fallback below)
-        str(e.get("value")["partner"]) for e in ordered
+        str(e.get("value")["partner"])
+        for e in ordered
         if e.type == "op.ok" and isinstance(e.get("value"), dict) and e.get("value").get("partner")
     ]
     opens = _opens(events, ini, [*given, *published_names], process=process, use_client_view=use_client_view)
@@ -1136,6 +1186,7 @@ def check_mir_9(
     cache: list[str] | None = list(given)
     learned = False
     judged: list[int] = []
+    n_judged = 0
     used_client_view = False
     for o in _usable(opens):
         for a in o.attempts:
@@ -1161,6 +1212,7 @@ def check_mir_9(
                         opens,
                     )
                 judged.extend(a.events)
+                n_judged += 1
         if not o.ok or o.end is None:
             continue
         served = o.attempts[-1].ids if o.attempts else frozenset()
@@ -1197,11 +1249,84 @@ def check_mir_9(
         rule,
         True,
         expected,
-        f"{len(judged) // 2 or 1} failover attempt(s) went to the cached partner",
+        f"{n_judged} failover attempt(s) went to the cached partner",
         judged,
         opens,
         **extra,
     )
+
+
+def _identities(ordered: list[Event], names: list[str]) -> list[str]:
+    """``names`` plus the proxy names / listen and client addresses the history links to them."""
+    out = list(names)
+    for e in ordered:
+        if (
+            e.type == "conn.accepted"
+            and e.get("node") is not None
+            and any(_same(n, str(e.get("node"))) for n in names)
+        ):
+            out += [str(e.get(k)) for k in ("proxy", "listen") if e.get(k)]
+        elif e.type == "topology.up":
+            for node in e.get("nodes") or []:
+                if isinstance(node, dict) and any(_same(n, str(node.get("name"))) for n in names):
+                    out += [str(node[k]) for k in ("client_address",) if node.get(k)]
+    return sorted(set(out))
+
+
+def _principal_from_history(ordered: list[Event], process: Any) -> list[str] | Verdict:
+    first = next(
+        (
+            e
+            for e in ordered
+            if e.type == "op.invoke"
+            and e.get("f") == "open"
+            and (process is None or e.get("process") == process)
+        ),
+        None,
+    )
+    expected = "the first connect works iff the principal is the initial or the failover partner"
+    if first is None:
+        return Verdict("MIR-10", UNKNOWN, expected=expected, observed="no open in the history")
+    end = next(
+        (
+            e
+            for e in ordered
+            if e.type in END_TYPES
+            and e.get("op_id") == first.get("op_id")
+            and e.get("process") == first.get("process")
+            and e.t >= first.t
+        ),
+        None,
+    )
+    principal = None
+    for e in ordered:
+        if e.t > first.t:
+            if e.type == "role.change" and (end is None or e.t <= end.t):
+                return Verdict(
+                    "MIR-10",
+                    UNKNOWN,
+                    expected=expected,
+                    observed=f"roles changed during the first open (event {e.index})",
+                    evidence=(first.index, e.index),
+                )
+            continue
+        if e.type == "role.change" and e.get("new_role") == "principal":
+            principal = str(e.get("node"))
+        elif e.type == "node.start" and e.get("role") == "principal":
+            principal = str(e.get("node"))
+        elif e.type == "topology.up":
+            for node in e.get("nodes") or []:
+                if isinstance(node, dict) and node.get("role") == "principal":
+                    principal = str(node.get("name"))
+    if principal is None:
+        return Verdict(
+            "MIR-10",
+            UNKNOWN,
+            expected=expected,
+            observed="no principal given and none named in the history before the first open",
+            evidence=(first.index,),
+        )
+    return [principal]
 
 
 def check_mir_10(
@@ -1215,11 +1340,22 @@ def check_mir_10(
 ) -> Verdict:
     """MIR-10 stale failover partner: the first open with ``Server=A; Failover Partner=B`` succeeds,
     on the principal, iff the principal is A or B; when A is only a mirror and B is stale it fails.
-    ``principal`` names the partner that is principal at the time (its proxy / node / address)."""
+    ``principal`` names the partner that is principal at the time (its proxy / node / address);
+    without it, the principal is read from the history (the last ``topology.up`` / ``node.start`` /
+    ``role.change`` naming a principal before the first open) and a role change during that open
+    makes the verdict unknown."""
     rule = "MIR-10"
     ini = _require_partner(initial, rule, "initial")
     fo = _require_partner(failover, rule, "failover")
-    prin = _require_partner(principal, rule, "principal")
+    ordered = _ordered(events)
+    if principal is None:
+        derived = _principal_from_history(ordered, process)
+        if isinstance(derived, Verdict):
+            return derived
+        prin = derived
+    else:
+        prin = _names(principal)
+    prin = _identities(ordered, prin)
     opens = _opens(events, ini, fo + prin, process=process, use_client_view=use_client_view)
     should = any(_matches(p, ini + fo) for p in prin)
     expected = (

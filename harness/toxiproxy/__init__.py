@@ -11,16 +11,20 @@ from harness.toxiproxy.client import (
     ToxiproxyUnreachableError,
 )
 from harness.toxiproxy.models import ConnEvent, Proxy, Toxic
+from harness.toxiproxy.select import FaultProxyHandle, forward_to_history, start_fault_proxy
 from harness.toxiproxy.server import EmbeddedToxiproxy, ToxiproxyServer
 
 __all__ = [
     "DEFAULT_URL",
     "ConnEvent",
     "EmbeddedToxiproxy",
+    "FaultProxyHandle",
     "Proxy",
     "Toxic",
     "ToxiproxyAPIError",
     "ToxiproxyClient",
     "ToxiproxyServer",
     "ToxiproxyUnreachableError",
+    "forward_to_history",
+    "start_fault_proxy",
 ]

@@ -42,6 +42,9 @@ class ToxiproxyClient:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._http = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False)
+        #: node annotations this client sent (proxy name -> node); used to label log-derived
+        #: events of a real server, which ignores the ``node`` key.
+        self.nodes: dict[str, str] = {}
 
     # -- plumbing -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -116,7 +119,10 @@ class ToxiproxyClient:
         body: dict[str, Any] = {"name": name, "upstream": upstream, "listen": listen, "enabled": enabled}
         if node is not None:
             body["node"] = node
-        return Proxy.from_json(self._request("POST", "/proxies", json=body, ok=(201, 200)))
+        proxy = Proxy.from_json(self._request("POST", "/proxies", json=body, ok=(201, 200)))
+        if node is not None:
+            self.nodes[name] = node
+        return proxy
 
     def get_proxy(self, name: str) -> Proxy:
         """One proxy (404 -> :class:`ToxiproxyAPIError` with status 404)."""
@@ -126,6 +132,9 @@ class ToxiproxyClient:
         """Create or replace several proxies at once (``POST /populate``)."""
         body = [p.to_json() if isinstance(p, Proxy) else p for p in proxies]
         result = self._request("POST", "/populate", json=body, ok=(201, 200))
+        for item in body:
+            if item.get("node") is not None:
+                self.nodes[str(item["name"])] = str(item["node"])
         return [Proxy.from_json(p) for p in (result or {}).get("proxies", [])]
 
     def update_proxy(self, name: str, *, enabled: bool | None = None, listen: str | None = None,
@@ -136,7 +145,10 @@ class ToxiproxyClient:
                            ("node", node)):
             if value is not None:
                 body[key] = value
-        return Proxy.from_json(self._request("PATCH", f"/proxies/{name}", json=body))
+        proxy = Proxy.from_json(self._request("PATCH", f"/proxies/{name}", json=body))
+        if node is not None:
+            self.nodes[name] = node
+        return proxy
 
     def enable_proxy(self, name: str) -> Proxy:
         """Start listening again (on the same port)."""

@@ -114,6 +114,7 @@ class ToxiproxyProcess:
         self._subscribers: list[EventCallback] = []
         self._events: list[ConnEvent] = []
         self._tail: list[str] = []
+        self.returncode: int | None = None
 
     def start(self, timeout: float = 10.0) -> ToxiproxyProcess:
         """Spawn the server and wait until its API answers; raises ProxyError with its log tail."""
@@ -186,6 +187,7 @@ class ToxiproxyProcess:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            self.returncode = proc.returncode
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None

@@ -62,6 +62,23 @@ class FaultProxyHandle:
                 f"(connection events: {self.events_note})")
 
 
+class _Recorder:
+    """Anything with ``record(type, t=..., **fields)`` (e.g. ``harness.history.History``)."""
+
+    def record(self, type: str, t: float | None = None, **fields: object) -> object: ...
+
+
+def forward_to_history(handle: FaultProxyHandle, history: _Recorder) -> Callable[[], None]:
+    """Record every later connection event of ``handle`` into ``history`` with its own ``t``
+    (``history.record(ev.type, t=ev.t, **ev.fields)``); returns unsubscribe. A no-op when the
+    server has no events (check ``handle.events_supported``)."""
+
+    def forward(event: ConnEvent) -> None:
+        history.record(event.type, t=event.t, **event.fields)
+
+    return handle.subscribe(forward)
+
+
 def find_server_binary(env: Mapping[str, str] | None = None) -> str | None:
     """``TOXIPROXY_SERVER_BIN`` (must exist) or ``toxiproxy-server`` on PATH, else None."""
     env = os.environ if env is None else env
@@ -115,10 +132,13 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
                 "toxiproxy-server is not on PATH and TOXIPROXY_SERVER_BIN is unset; install it "
                 "(https://github.com/Shopify/toxiproxy/releases) or use the embedded server")
         port = allocate_port(host)
-        proc = ToxiproxyProcess(binary, host, port)
+        clients: list[ToxiproxyClient] = []
+        proc = ToxiproxyProcess(binary, host, port,
+                                node_of=lambda name: clients[0].nodes.get(name) if clients else None)
         try:
             proc.start()
             client = ToxiproxyClient(proc.url, timeout=timeout)
+            clients.append(client)
             try:
                 source = "TOXIPROXY_SERVER_BIN" if env.get("TOXIPROXY_SERVER_BIN") else "PATH"
                 yield FaultProxyHandle("spawned", proc.url, client.version(), client, True,

@@ -229,11 +229,12 @@ class Link:
         self.draws: dict[str, tuple[ToxicState, int, bool]] = {}
         self.queue: collections.deque[tuple[float, bytes | None]] = collections.deque()
         self.queued_bytes = 0
+        self.eof_reason = f"{self.source} closed"
         self.changed = asyncio.Event()
         self.queue_room = asyncio.Event()
         self.processor: asyncio.Task[None] | None = None
-        self.timers: dict[int, tuple[int, asyncio.TimerHandle]] = {}
-        self.state: dict[int, Any] = {}  # per-toxic state (bandwidth clock, limit_data count)
+        self.timers: dict[ToxicState, tuple[int, asyncio.TimerHandle]] = {}
+        self.state: dict[ToxicState, Any] = {}  # per-toxic state (bandwidth clock, limit_data count)
 
     # -- toxics ------------------------------------------------------------------------------
     def recompute(self, removed: ToxicState | None = None) -> bool:
@@ -263,7 +264,7 @@ class Link:
 
     def _arm_timeouts(self) -> None:
         loop = asyncio.get_running_loop()
-        wanted = {id(t): t for t in self.active if t.type == "timeout" and t.attr("timeout") > 0}
+        wanted = {t: t for t in self.active if t.type == "timeout" and t.attr("timeout") > 0}
         for key in list(self.timers):
             gen, handle = self.timers[key]
             toxic = wanted.get(key)
@@ -348,7 +349,7 @@ class Link:
                     delay = sum(t.attr("delay") for t in self.active if t.type == "slow_close")
                     if delay:
                         await asyncio.sleep(delay / 1000.0)
-                    self.conn.close(self.source, getattr(self, "eof_reason", f"{self.source} closed"))
+                    self.conn.close(self.source, self.eof_reason)
                     return
                 await self._apply(ts, data)
                 self.queue.popleft()
@@ -391,9 +392,9 @@ class Link:
                 if toxic in self.active:
                     size = sum(len(p) for p in pieces)
                     now = time.monotonic()
-                    start = max(now, self.state.get(id(toxic), now))
+                    start = max(now, self.state.get(toxic, now))
                     done = start + size / (toxic.attr("rate") * 1000.0)
-                    self.state[id(toxic)] = done
+                    self.state[toxic] = done
                     if done > now:
                         await asyncio.sleep(done - now)
             elif kind == "reset_peer":
@@ -413,7 +414,7 @@ class Link:
                 piece_delay = toxic.attr("delay") / 1_000_000.0
             elif kind == "limit_data":
                 limit = toxic.attr("bytes")
-                sent = self.state.get(id(toxic), 0)
+                sent = self.state.get(toxic, 0)
                 kept: list[bytes] = []
                 for piece in pieces:
                     room = limit - sent
@@ -421,8 +422,8 @@ class Link:
                         break
                     kept.append(piece[:room])
                     sent += len(kept[-1])
-                self.state[id(toxic)] = sent
-                self._write(kept, 0.0)
+                self.state[toxic] = sent
+                self._write(kept)
                 await self._flush_and_check()
                 if sent >= limit:
                     self.conn.close("toxic", "limit_data")
@@ -436,13 +437,13 @@ class Link:
                     await asyncio.sleep(piece_delay)
                     if self.conn.closed:
                         raise _Closed
-                self._write([piece], 0.0)
+                self._write([piece])
                 await self._flush_and_check()
         else:
-            self._write(pieces, 0.0)
+            self._write(pieces)
             await self._flush_and_check()
 
-    def _write(self, pieces: list[bytes], _delay: float) -> None:
+    def _write(self, pieces: list[bytes]) -> None:
         for piece in pieces:
             if piece:
                 self.writer.write(piece)
@@ -479,6 +480,7 @@ class Conn:
         self.down: Link | None = None
         self.closed = False
         self.tasks: list[asyncio.Task[Any]] = []
+        self.run_task: asyncio.Task[Any] | None = None
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.client = f"{peer[0]}:{peer[1]}"
 
@@ -486,6 +488,7 @@ class Conn:
         """Dial the upstream and run both links until the connection closes."""
         proxy = self.proxy
         upstream = proxy.upstream
+        self.run_task = asyncio.current_task()
         self.server.emit("conn.accepted", proxy=proxy.name, conn_id=self.id, client=self.client,
                          listen=proxy.listen, upstream=upstream, node=proxy.node)
         try:
@@ -502,8 +505,8 @@ class Conn:
             self.close("upstream", "upstream connect failed")
             return
         except asyncio.CancelledError:
-            self.close("proxy", "server stopped")
-            raise
+            self.close("proxy", "server stopped")  # no-op if close() cancelled the dial
+            return
         if self.closed:  # disabled while dialing
             up_writer.transport.abort()
             return
@@ -534,10 +537,15 @@ class Conn:
             self.close("toxic", "timeout toxic removed")
 
     def close(self, by: str, reason: str, rst: bool = False) -> None:
-        """Close both sockets once (RST if ``rst``) and emit ``conn.closed``."""
+        """Close both sockets once and emit ``conn.closed``.
+
+        ``rst``: reset both sides (SO_LINGER 0). A close by the proxy (disable, delete, restart,
+        stop) drops unsent data at once, like the real server; other closes flush first."""
         if self.closed:
             return
         self.closed = True
+        if self.up is None and self.run_task is not None and self.run_task is not asyncio.current_task():
+            self.run_task.cancel()  # still dialing the upstream: give up the dial
         writers = [self.client_writer] + ([self.upstream_writer] if self.upstream_writer else [])
         for link in (self.up, self.down):
             if link is not None:
@@ -547,6 +555,8 @@ class Conn:
         for w in writers:
             if rst:
                 _set_rst(w)
+                w.transport.abort()
+            elif by == "proxy":
                 w.transport.abort()
             else:
                 w.close()
@@ -644,7 +654,7 @@ class ToxiproxyServer:
         if limit is not None and len(out) > limit:
             out = out[:limit]
             next_seq = out[-1].seq + 1
-        return out, max(next_seq, since) if not out else next_seq
+        return out, max(next_seq, since)
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -722,9 +732,14 @@ class ToxiproxyServer:
 
     async def _add_proxy(self, spec: dict[str, Any]) -> ProxyState:
         proxy = ProxyState(self, spec["name"], spec["listen"], spec["upstream"], spec["node"])
+        self.proxies[proxy.name] = proxy  # reserve the name before awaiting the bind
         if spec["enabled"]:
-            await proxy.start()
-        self.proxies[proxy.name] = proxy
+            try:
+                await proxy.start()
+            except BaseException:
+                if self.proxies.get(proxy.name) is proxy:
+                    del self.proxies[proxy.name]
+                raise
         return proxy
 
     async def _create_proxy(self, request: web.Request) -> web.Response:

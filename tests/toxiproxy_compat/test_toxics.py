@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import statistics
 import time
@@ -22,13 +23,17 @@ from tcp_servers import (
 LATENCY_TOL = 0.010  # seconds, +-
 BANDWIDTH_TOL = 0.05  # fraction, +-
 CLOSE_TOL = 0.050  # seconds, + (a close is never early)
+# Timed cases run twice and the best run must meet the tolerance: on a loaded 2-core machine
+# (pytest -n 2 next to other work) scheduler noise only ever adds delay. Every run must still
+# never be early.
+ATTEMPTS = 2
 
 
 def rtt(sock: socket.socket, n: int = 3) -> float:
-    """Median of ``n`` round trips: the toxic's delay without one-off scheduler hiccups (2 cores,
-    xdist); every single sample is still checked never to be early."""
-    samples = [round_trip(sock) for _ in range(n)]
-    return statistics.median(samples)
+    """The fastest of ``n`` round trips. Scheduler noise on a loaded 2-core machine only ever adds
+    delay, so the minimum measures what the toxic adds; "never early" is checked by the caller's
+    lower bound on that same minimum."""
+    return min(round_trip(sock) for _ in range(n))
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 2.0) -> bool:
@@ -58,8 +63,8 @@ def test_latency(toxi, echo, stream) -> None:
     toxi.client.add_toxic(p.name, "latency", stream=stream, attributes={"latency": 100})
     with connect(p.listen_port) as s:
         rtts = [round_trip(s) for _ in range(5)]
-    assert abs(statistics.median(rtts) - 0.100) <= LATENCY_TOL, rtts
-    assert min(rtts) >= 0.100 - LATENCY_TOL, rtts
+    assert abs(min(rtts) - 0.100) <= LATENCY_TOL, rtts
+    assert statistics.median(rtts) <= 0.100 + 5 * LATENCY_TOL, rtts
 
 
 def test_latency_jitter_within_bounds(toxi, echo) -> None:
@@ -68,7 +73,7 @@ def test_latency_jitter_within_bounds(toxi, echo) -> None:
     with connect(p.listen_port) as s:
         rtts = [round_trip(s) for _ in range(10)]
     assert all(r >= 0.020 - LATENCY_TOL for r in rtts), rtts
-    assert sum(r <= 0.060 + LATENCY_TOL for r in rtts) >= 9, rtts
+    assert sum(r <= 0.060 + LATENCY_TOL for r in rtts) >= 8, rtts  # noise only adds
     assert max(rtts) - min(rtts) > 0.005, f"jitter had no effect: {rtts}"
 
 
@@ -94,9 +99,10 @@ def test_latency_is_pipelined_and_stacks(toxi, make_server) -> None:
             time.sleep(0.02)
         assert wait_until(lambda: len(received) == 5, 2.0)
     delays = [r - t for r, t in zip(received, sent, strict=True)]
-    # each byte 100 ms late (60 + 40), not queued behind the previous one
-    assert abs(statistics.median(delays) - 0.100) <= LATENCY_TOL, delays
-    assert all(0.100 - LATENCY_TOL <= d <= 0.200 for d in delays), delays
+    # each byte 100 ms late (60 + 40 stacked), not queued behind the previous one (which would
+    # make the later ones 180, 260, ... ms late)
+    assert abs(min(delays) - 0.100) <= LATENCY_TOL, delays
+    assert sorted(delays)[3] <= 0.100 + 3 * LATENCY_TOL, delays
 
 
 def test_bandwidth(toxi, make_server) -> None:
@@ -104,13 +110,19 @@ def test_bandwidth(toxi, make_server) -> None:
     server = make_server(sender_handler(b"b" * size))
     p = toxi.proxy(server.address)
     toxi.client.add_toxic(p.name, "bandwidth", attributes={"rate": 200})  # 200 KB/s -> 0.5 s
-    with connect(p.listen_port) as s:
-        t0 = time.monotonic()
-        data = recv_all(s)
-        elapsed = time.monotonic() - t0
-    assert len(data) == size
+
+    def once() -> float:
+        with connect(p.listen_port) as s:
+            t0 = time.monotonic()
+            data = recv_all(s)
+            elapsed = time.monotonic() - t0
+        assert len(data) == size
+        return elapsed
+
+    times = [once() for _ in range(ATTEMPTS)]
     expected = size / 200_000
-    assert abs(elapsed - expected) <= expected * BANDWIDTH_TOL, elapsed
+    assert min(times) >= expected * (1 - BANDWIDTH_TOL), times  # never faster than the rate
+    assert abs(min(times) - expected) <= expected * BANDWIDTH_TOL, times
 
 
 def test_bandwidth_rate_0_stalls_until_removed(toxi, echo) -> None:
@@ -130,24 +142,32 @@ def test_slow_close(toxi, make_server) -> None:
     server = make_server(sender_handler(b"bye"))
     p = toxi.proxy(server.address)
     toxi.client.add_toxic(p.name, "slow_close", attributes={"delay": 200})
-    with connect(p.listen_port) as s:
-        t0 = time.monotonic()
-        assert recv_exactly(s, 3) == b"bye"
-        assert time.monotonic() - t0 < 0.1  # data passes at once
-        assert recv_all(s) == b""
-        elapsed = time.monotonic() - t0
-    assert 0.200 <= elapsed <= 0.200 + CLOSE_TOL, elapsed
+
+    def once() -> float:
+        with connect(p.listen_port) as s:
+            t0 = time.monotonic()
+            assert recv_exactly(s, 3) == b"bye"
+            assert time.monotonic() - t0 < 0.1  # data passes at once
+            assert recv_all(s) == b""
+            return time.monotonic() - t0
+
+    times = [once() for _ in range(ATTEMPTS)]
+    assert all(t >= 0.200 for t in times) and min(times) <= 0.200 + CLOSE_TOL, times
 
 
 def test_timeout_drops_data_then_closes(toxi, echo) -> None:
     p = toxi.proxy(echo.address)
     toxi.client.add_toxic(p.name, "timeout", attributes={"timeout": 200})
-    with connect(p.listen_port) as s:
-        t0 = time.monotonic()
-        s.sendall(b"lost")
-        assert recv_all(s) == b""  # nothing comes back, then EOF
-        elapsed = time.monotonic() - t0
-    assert 0.200 - 0.005 <= elapsed <= 0.200 + CLOSE_TOL, elapsed
+
+    def once() -> float:
+        with connect(p.listen_port) as s:
+            t0 = time.monotonic()
+            s.sendall(b"lost")
+            assert recv_all(s) == b""  # nothing comes back, then EOF
+            return time.monotonic() - t0
+
+    times = [once() for _ in range(ATTEMPTS)]
+    assert all(t >= 0.200 - 0.005 for t in times) and min(times) <= 0.200 + CLOSE_TOL, times
 
 
 def test_timeout_0_holds_until_removed(toxi, echo) -> None:
@@ -163,15 +183,19 @@ def test_timeout_0_holds_until_removed(toxi, echo) -> None:
 def test_reset_peer_gives_econnreset(toxi, echo) -> None:
     p = toxi.proxy(echo.address)
     toxi.client.add_toxic(p.name, "reset_peer", stream="upstream", attributes={"timeout": 100})
-    with connect(p.listen_port) as s:
-        t0 = time.monotonic()
-        s.sendall(b"boom")
-        with pytest.raises(ConnectionResetError):
-            s.settimeout(2)
-            while s.recv(100):
-                pass
-        elapsed = time.monotonic() - t0
-    assert 0.100 - 0.005 <= elapsed <= 0.100 + CLOSE_TOL, elapsed
+
+    def once() -> float:
+        with connect(p.listen_port) as s:
+            t0 = time.monotonic()
+            s.sendall(b"boom")
+            with pytest.raises(ConnectionResetError):
+                s.settimeout(2)
+                while s.recv(100):
+                    pass
+            return time.monotonic() - t0
+
+    times = [once() for _ in range(ATTEMPTS)]
+    assert all(t >= 0.100 - 0.005 for t in times) and min(times) <= 0.100 + CLOSE_TOL, times
 
 
 def test_limit_data_exact_bytes(toxi, make_server) -> None:
@@ -284,6 +308,10 @@ def test_stalled_upstream_dial_does_not_block_accepts(toxi) -> None:
         clients = [connect(p.listen_port) for _ in range(4)]
         try:
             assert wait_until(lambda: sum(e.type == "conn.accepted" for e in seen) == 4, 1.0), seen
+            toxi.client.disable_proxy(p.name)  # abandons the stalled dials, closes the clients
+            assert all(closed_by_peer(c, 1.0) for c in clients)
+            closed = [e for e in seen if e.type == "conn.closed"]
+            assert len(closed) == 4 and {e.fields["by"] for e in closed} == {"proxy"}
         finally:
             unsubscribe()
             for c in clients:
@@ -292,3 +320,45 @@ def test_stalled_upstream_dial_does_not_block_accepts(toxi) -> None:
         for f in fillers:
             f.close()
         full.close()
+
+
+def _parallel_rtts(socks: list[socket.socket]) -> list[float]:
+    """Send a ping on every socket at once; each socket's reply time, read as it arrives."""
+    sel = selectors.DefaultSelector()
+    t0 = time.monotonic()
+    for i, s in enumerate(socks):
+        s.sendall(b"p")
+        sel.register(s, selectors.EVENT_READ, i)
+    out = [0.0] * len(socks)
+    try:
+        pending = len(socks)
+        while pending:
+            events = sel.select(timeout=5)
+            assert events, "no reply within 5 s"
+            for key, _ in events:
+                assert key.fileobj.recv(1) == b"p"
+                out[key.data] = time.monotonic() - t0
+                sel.unregister(key.fileobj)
+                pending -= 1
+    finally:
+        sel.close()
+    return out
+
+
+def test_toxicity_draw_is_stable_per_connection_until_changed(toxi, echo) -> None:
+    p = toxi.proxy(echo.address)
+    toxi.client.add_toxic(p.name, "latency", toxicity=0.5, attributes={"latency": 150})
+    socks = [connect(p.listen_port) for _ in range(16)]
+    try:
+        rounds = [_parallel_rtts(socks) for _ in range(3)]
+        # an acting toxic is never faster than its latency; an inactive one almost never that slow
+        slow = [[r[i] >= 0.150 - LATENCY_TOL for r in rounds] for i in range(len(socks))]
+        stable = sum(len(set(per_conn)) == 1 for per_conn in slow)
+        assert stable >= len(socks) - 1, rounds  # same draw for the whole connection
+        acting = sum(all(per_conn) for per_conn in slow)
+        assert 0 < acting < len(socks), slow  # both outcomes occur (fails with p = 3e-5)
+        toxi.client.update_toxic(p.name, "latency_downstream", toxicity=1.0)  # redraw everywhere
+        assert all(r >= 0.150 - LATENCY_TOL for r in _parallel_rtts(socks))
+    finally:
+        for s in socks:
+            s.close()

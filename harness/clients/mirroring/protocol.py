@@ -143,9 +143,9 @@ class Recorder:
         """``op.ok``."""
         self.record("op.ok", op_id=op_id, f=f, value=value)
 
-    def fail(self, op_id: int, f: str, error: str) -> None:
-        """``op.fail`` (the operation certainly did not take effect)."""
-        self.record("op.fail", op_id=op_id, f=f, error=error)
+    def fail(self, op_id: int, f: str, error: str, **extra: Any) -> None:
+        """``op.fail`` (the operation certainly did not take effect); ``extra`` e.g. ``reason``."""
+        self.record("op.fail", op_id=op_id, f=f, error=error, **extra)
 
     def info(self, op_id: int, f: str, error: str) -> None:
         """``op.info`` (outcome unknown)."""

@@ -102,8 +102,9 @@ def auth_request(code: int, extra: bytes = b"") -> bytes:
 
 
 def negotiate_protocol_version(minor: int, unsupported: list[str]) -> bytes:
-    """A NegotiateProtocolVersion ('v') message."""
-    body = _I32.pack(minor) + _I32.pack(len(unsupported)) + b"".join(cstr(o) for o in unsupported)
+    """A NegotiateProtocolVersion ('v') message offering protocol 3.``minor``. The server (and
+    libpq) put the full version number ``3 << 16 | minor`` in the field."""
+    body = _I32.pack(3 << 16 | minor) + _I32.pack(len(unsupported)) + b"".join(cstr(o) for o in unsupported)
     return msg(b"v", body)
 
 

@@ -66,6 +66,7 @@ class ProxyConfig:
     ``drain_window`` (PER-4) and ``recovery_window`` (PER-3) default to 60 s.
     ``on_event``: called as ``on_event(type, **fields)`` (``History.record`` fits).
     ``database``: database of the proxy's own probe logins (sessions use their own).
+    ``auto_resume``: after a drain, resume by itself once the resolver names a new principal.
     """
 
     user: str
@@ -82,6 +83,8 @@ class ProxyConfig:
     on_event: EventCallback | None = None
     snapshot_at_drain: bool = True
     database: str = "postgres"  # database used by the proxy's own probes
+    auth_timeout: float = 60.0  # startup + authentication of a front client
+    auto_resume: bool = False
 
     def __post_init__(self) -> None:
         if self.front_auth not in ("scram", "password", "trust"):
@@ -179,7 +182,13 @@ class Session:
         """Serve the session until either side ends it. Never raises (other sessions unaffected)."""
         self.task = asyncio.current_task()
         try:
-            if not await self._startup():
+            try:
+                params = await asyncio.wait_for(self._handshake(), self.proxy.config.auth_timeout)
+            except TimeoutError:
+                await self.fail(PROTOCOL_VIOLATION, "startup/authentication not finished within "
+                                f"{self.proxy.config.auth_timeout:g} s")
+                return
+            if params is None or not await self._open(params):
                 return
             await self._front_loop()
         except pq.ProtocolError as exc:
@@ -197,7 +206,9 @@ class Session:
             self._teardown()
             self.proxy._forget(self)
 
-    async def _startup(self) -> bool:
+    async def _handshake(self) -> dict[str, str] | None:
+        """SSL/GSS refusal, cancel requests, startup packet and front authentication; returns the
+        startup parameters once AuthenticationOk was sent, or None if the session ended."""
         while True:
             raw_len = await self._read_exact(4)
             length = struct.unpack("!i", raw_len)[0]
@@ -213,13 +224,13 @@ class Session:
                     pid, secret = struct.unpack_from("!ii", body, 4)
                     await self.proxy._cancel(pid, secret)
                 self._teardown()
-                return False
+                return None
             break
         code, params = pq.parse_startup(body)
         if code >> 16 != 3:
             await self.fail("0A000", f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: "
                             "the persistent proxy speaks protocol 3.0")
-            return False
+            return None
         unsupported = [k for k in params if k.startswith("_pq_.")]
         if code & 0xFFFF or unsupported:
             await self._send(pq.negotiate_protocol_version(0, unsupported))
@@ -227,16 +238,20 @@ class Session:
                 params.pop(k)
         if params.get("replication", "false").lower() not in _FALSE:
             await self.fail("0A000", "replication connections are not supported by the persistent proxy")
-            return False
+            return None
         params.pop("replication", None)
         self.user = params.get("user", "")
         if not self.user:
             await self.fail("28000", "no PostgreSQL user name specified in startup packet")
-            return False
+            return None
         self.database = params.setdefault("database", self.user)
         if not await self._authenticate():
-            return False
+            return None
         await self._send(pq.auth_request(0))
+        return params
+
+    async def _open(self, params: dict[str, str]) -> bool:
+        """Attach the first back connection (held during a drain) and finish the startup."""
         self.state = SessionState({k: v for k, v in params.items() if k != "user"})
         self.proxy._emit("persist.session_open", session=self.id, client=self.client, user=self.user,
                          database=self.database)
@@ -435,7 +450,8 @@ class Session:
                     data = b"".join(pieces)
                     if data:
                         self.fw.write(data)
-                        await self.fw.drain()
+                        if self.fw.transport.get_write_buffer_size() > 262144:
+                            await self.fw.drain()
                 chunk = await back.reader.read(262144)
                 if not chunk:
                     break
@@ -521,8 +537,10 @@ class Session:
             await self._ensure_back()
         assert self.back is not None
         try:
-            self.back.writer.write(data)
-            await self.back.writer.drain()
+            writer = self.back.writer
+            writer.write(data)
+            if writer.transport.get_write_buffer_size() > 262144:
+                await writer.drain()
         except (ConnectionError, OSError):
             pass  # the back loop sees the broken connection and decides (PER-1 / PER-4..8)
 
@@ -599,9 +617,11 @@ class PersistentProxy:
             log.exception("event callback failed for %s", type_)
 
     def _verifier(self, user: str) -> ScramVerifier:
+        users = self.config.front_users or {}
+        if user not in users:  # a throw-away secret: the exchange fails like a wrong password
+            return ScramVerifier(secrets.token_hex(16))
         if user not in self._verifiers:
-            password = (self.config.front_users or {}).get(user, secrets.token_hex(16))
-            self._verifiers[user] = ScramVerifier(password)
+            self._verifiers[user] = ScramVerifier(users[user])
         return self._verifiers[user]
 
     def _count_closed(self, session: Session, reason: str, rule: str) -> None:
@@ -671,6 +691,8 @@ class PersistentProxy:
         assert self._gate is not None and self._lock is not None
         window = self.config.drain_window if timeout is None else float(timeout)
         async with self._lock:
+            if self._holding:  # already drained, waiting for resume: nothing more to do
+                return {"kept": sorted(self._kept), "closed": [], "seconds": 0.0, "already_draining": True}
             t0 = time.monotonic()
             self._holding = True
             self._gate.clear()
@@ -687,17 +709,19 @@ class PersistentProxy:
                 await asyncio.sleep(0.005)
             kept: list[int] = []
             closed: list[dict[str, Any]] = []
-            for s in list(self.sessions.values()):
-                if not s.ready or s.closed or s.state is None:
-                    continue
-                blocker = s.state.blocker()
+            candidates = [s for s in list(self.sessions.values())
+                          if s.ready and not s.closed and s.state is not None]
+            blockers = [s.state.blocker() for s in candidates]  # type: ignore[union-attr]
+            for s in candidates:
                 s.detached = True
-                if blocker is None and s.back is not None and self.config.snapshot_at_drain:
-                    if s.back_task is not None:
-                        s.back_task.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, Exception):
-                            await s.back_task
-                    blocker = await self._snapshot(s)
+            if self.config.snapshot_at_drain:
+                idle = [i for i, s in enumerate(candidates) if blockers[i] is None and s.back is not None]
+                found = await asyncio.gather(*(self._snapshot(candidates[i]) for i in idle))
+                for i, blocker in zip(idle, found, strict=True):
+                    blockers[i] = blocker
+            for s, blocker in zip(candidates, blockers, strict=True):
+                if s.closed:
+                    continue
                 if blocker is not None:
                     reason, rule = blocker
                     await s.fail(ADMIN_SHUTDOWN,
@@ -722,6 +746,10 @@ class PersistentProxy:
         """Ask the old principal what the tracker may have missed: temporary objects (PER-5),
         open cursors (PER-8) and settings changed outside SET (kept for replay, PER-2)."""
         assert s.back is not None and s.state is not None
+        if s.back_task is not None:  # stop relaying: the proxy reads this connection itself now
+            s.back_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await s.back_task
         try:
             results = await asyncio.wait_for(s.back.simple_query(_SNAPSHOT_SQL), self.config.connect_timeout)
         except (TimeoutError, BackendError, OSError):
@@ -741,8 +769,23 @@ class PersistentProxy:
         return None
 
     async def _recovery_timer(self) -> None:
+        """PER-3 timer; with ``auto_resume`` it also resumes as soon as the resolver names a
+        principal other than the one drained from and that principal accepts a login."""
+        cfg = self.config
+        deadline = self._recovery_deadline()
+        old = self._principal
         try:
-            await asyncio.sleep(self.config.recovery_window)
+            while time.monotonic() < deadline:
+                await asyncio.sleep(min(cfg.retry_interval, max(0.0, deadline - time.monotonic())))
+                if not cfg.auto_resume or not self._holding:
+                    continue
+                try:
+                    current = await self.resolve()
+                except BackendError:
+                    continue
+                if current != old:
+                    await self.resume()
+                    return
         except asyncio.CancelledError:
             return
         if self._holding:
@@ -771,7 +814,7 @@ class PersistentProxy:
         async with self._lock:
             if not self._holding:
                 return {"resumed": 0, "closed": [], "principal": None}
-            if self._recovery_task is not None:
+            if self._recovery_task is not None and self._recovery_task is not asyncio.current_task():
                 self._recovery_task.cancel()
             deadline = self._recovery_deadline()
             principal: Address | None = None
@@ -782,9 +825,15 @@ class PersistentProxy:
                     target = address or await self.resolve()
                     probe = await connect_backend(target, cfg.user, cfg.password,
                                                   {"database": cfg.database}, cfg.connect_timeout)
-                    probe.close()
+                    try:
+                        rows = await asyncio.wait_for(
+                            probe.simple_query("SELECT pg_catalog.pg_is_in_recovery()"), cfg.connect_timeout)
+                    finally:
+                        probe.close()
+                    if rows[0][0][0] != "f":
+                        raise BackendError(f"{target[0]}:{target[1]} is still in recovery (not a principal)")
                     principal = target
-                except BackendError as exc:
+                except (BackendError, OSError, TimeoutError) as exc:
                     last = exc
                     if time.monotonic() >= deadline:
                         break

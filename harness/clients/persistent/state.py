@@ -42,8 +42,23 @@ class Pending:
     kind: str  # 'P','B','D','E','C','S','Q','F'
     name: str = ""
     raw: bytes = b""
-    statements: list[Any] = field(default_factory=list)  # for 'Q' and 'E': Statement objects
+    sql: str = ""  # for 'Q' and 'E': the query text, split lazily
     index: int = 0  # for 'Q': next statement to be completed
+    _statements: list[Any] | None = None
+
+    def statement(self, i: int) -> Any | None:
+        """The ``i``-th statement of ``sql`` (split on first use only)."""
+        if self._statements is None:
+            self._statements = split_statements(self.sql)
+        return self._statements[i] if i < len(self._statements) else None
+
+
+# Command tags after which the statement may have changed tracked state (others are not parsed).
+_TAGS = frozenset({
+    "SET", "RESET", "PREPARE", "DEALLOCATE", "DEALLOCATE ALL", "DECLARE CURSOR", "CLOSE CURSOR",
+    "CLOSE CURSOR ALL", "LISTEN", "UNLISTEN", "DISCARD ALL", "DISCARD TEMP", "CREATE TABLE",
+    "CREATE TABLE AS", "CREATE VIEW", "CREATE SEQUENCE", "DROP TABLE", "DROP VIEW", "DROP SEQUENCE",
+})
 
 
 class SessionState:
@@ -126,7 +141,7 @@ class SessionState:
         k = kind.decode("latin-1")
         if k == "Q":
             sql = pq.read_cstr(pq.payload(message), 0)[0]
-            self.inflight.append(Pending("Q", statements=split_statements(sql)))
+            self.inflight.append(Pending("Q", sql=sql))
             self.counters["statements"] += 1
             self.unnamed_parse = None
             self.statement_sql[""] = ""
@@ -143,7 +158,7 @@ class SessionState:
         elif k == "E":
             portal = pq.parse_execute_portal(message)
             sql = self.portal_sql.get(portal, "")
-            self.inflight.append(Pending("E", statements=split_statements(sql) if sql else []))
+            self.inflight.append(Pending("E", sql=sql))
             self.counters["statements"] += 1
             self.unsynced = True
         elif k == "D":
@@ -180,13 +195,16 @@ class SessionState:
             self.last_tag = tag
             head = self.inflight[0] if self.inflight else None
             if head is not None and head.kind == "Q":
-                if head.index < len(head.statements):
-                    self._apply_statement(head.statements[head.index])
+                item, index = head, head.index
                 head.index += 1
             else:
-                item = self._pop("E")
-                if item is not None and item.statements:
-                    self._apply_statement(item.statements[0])
+                item, index = self._pop("E"), 0
+            if item is None or not item.sql:
+                return
+            if tag in _TAGS or (tag.startswith("SELECT ") and _maybe_creates(item.sql)):
+                stmt = item.statement(index)
+                if stmt is not None:
+                    self._apply_statement(stmt)
             return
         if k in (b"I", b"s"):
             self.rows_started = False
@@ -240,19 +258,18 @@ class SessionState:
             return
 
     def _end_cycle(self, status: str) -> None:
+        """A ReadyForQuery: at 'I' the transaction (explicit or implicit) ended; it committed unless
+        the last command was a ROLLBACK or, for an implicit one, an error occurred in this cycle.
+        In an explicit transaction ('T'/'E') the outcome is decided by its final COMMIT/ROLLBACK."""
         if status == "I":
             if self.pending_tx is not None:
                 if not self.cycle_error and self.last_tag != "ROLLBACK":
                     self.committed = self.pending_tx
                 self.pending_tx = None
             self.committed.cursors.clear()
-            self.cycle_error = False
-            self.last_tag = ""
-        elif status == "E":
-            pass
+        self.cycle_error = False
+        self.last_tag = ""
         self.txn_status = status
-        if not self.inflight:
-            self.cycle_error = False if status == "I" else self.cycle_error
 
     # ----------------------------------------------------------------------- effects
     def _apply_statement(self, stmt: Any) -> None:
@@ -336,10 +353,14 @@ class SessionState:
 
     def replay_parse(self) -> list[bytes]:
         """The Parse messages that rebuild protocol-level prepared statements (PER-2)."""
-        out = list(self.prepared_parse.values())
-        if self.unnamed_parse is not None:
-            out.append(self.unnamed_parse)
-        return out
+        # the unnamed statement is not replayed: clients re-Parse it in the same batch they use it
+        return list(self.prepared_parse.values())
+
+
+def _maybe_creates(sql: str) -> bool:
+    """SELECT INTO and CREATE TABLE AS answer with a ``SELECT n`` tag: parse only those."""
+    low = sql.lower()
+    return "into" in low or "create" in low
 
 
 def quote_literal(value: str) -> str:

@@ -7,6 +7,8 @@ real ``harness.topology.Pair`` is available. Every process is stopped by :meth:`
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
 import os
 import pwd
 import shutil
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from harness.errors import MissingDependencyError, NodeStartError
+from harness.paths import templates_dir
 from harness.ports import allocate_port, release_port
 
 PG_BIN = Path(os.environ.get("FAILOVER_HARNESS_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -72,10 +75,23 @@ class LocalServer:
         return subprocess.run(args, user="postgres", check=False, capture_output=True, **kw)  # type: ignore[call-overload]
 
     def start(self) -> LocalServer:
-        """initdb (first time), start, wait until it accepts logins, create roles and database."""
+        """Copy the cached template data directory (made once per machine: initdb, roles,
+        database), start, wait until it accepts logins."""
+        try:
+            if not self.data.exists():
+                template = _template()
+                r = subprocess.run(["cp", "-a", str(template), str(self.data)], capture_output=True,
+                                   check=False)
+                if r.returncode:
+                    raise NodeStartError(f"copying the template data directory failed: {r.stderr.decode()}")
+            return self._start(first=False)
+        except BaseException:
+            self.stop(remove=True)  # nothing left behind when the start fails
+            raise
+
+    def _start(self, first: bool) -> LocalServer:
         pw = pwd.getpwnam("postgres")
         os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-        first = not self.data.exists()
         if first:
             r = self._as_postgres([str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres",
                                    "--auth=trust", "-E", "UTF8", "--no-sync"])
@@ -140,6 +156,31 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop(remove=True)
+
+
+def _template() -> Path:
+    """The cached, stopped data directory with roles and database (built once, under a file lock
+    so that pytest-xdist workers build it only once)."""
+    key = hashlib.sha256((str(PG_BIN) + _HBA + _SETUP + _SETUP_APP).encode()).hexdigest()[:12]
+    base = templates_dir()
+    target = base / f"persist-pg-{key}"
+    if (target / "PG_VERSION").exists():
+        return target
+    with open(base / f"persist-pg-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "PG_VERSION").exists():
+            builder = LocalServer("template")
+            try:
+                builder._start(first=True)
+                builder.stop()
+                tmp = base / f"persist-pg-{key}.tmp{os.getpid()}"
+                shutil.rmtree(tmp, ignore_errors=True)
+                subprocess.run(["mv", str(builder.data), str(tmp)], check=True)  # keeps ownership
+                (tmp / "postmaster.pid").unlink(missing_ok=True)
+                os.rename(tmp, target)
+            finally:
+                builder.stop(remove=True)
+    return target
 
 
 @atexit.register
