@@ -240,7 +240,8 @@ def _finish_history(item: pytest.Item, h: History, path: Path) -> None:
     save_jsonl(h, path)
     svg: str | None
     try:
-        svg = render_svg(h, title=item.nodeid)
+        evidence = [i for v in item.stash.get(VERDICTS_KEY, []) if v.valid is not True for i in v.evidence]
+        svg = render_svg(h, title=item.nodeid, evidence=evidence)
         path.with_suffix(".svg").write_text(svg, encoding="utf-8")
     except Exception as exc:  # a drawing bug must not hide the test's own result
         svg = None

@@ -98,6 +98,7 @@ def test_ipv6_in_brackets() -> None:
         ("Database=d", r"no Server"),
         ("Server=a b;Database=d", r"not a host name"),
         ("=x;Server=a;Database=d", r"empty key"),
+    ("\"Server\"=a;Database=d", r"contains a quote"),
     ],
 )
 def test_malformed_strings_raise_clear_config_errors(text: str, pattern: str) -> None:

@@ -741,3 +741,16 @@ def test_client_attempt_matched_to_a_lagging_proxy_by_socket_address() -> None:
     # 2 attempts in the order the client made them, not 3: attempt 1 is the proxy's connection
     assert v.valid is False and "and 2 attempt(s)" in v.observed, v.observed
     assert v.details["client_view_attempts"] == [5, 6]  # only the refused connect
+
+
+def test_mir_11_in_flight_op_and_newer_connection_are_not_judged() -> None:
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, 1.0, by="upstream", down=500)
+    h.finish(0.01, op, "ok")
+    q = h.invoke(0.99, f="query")  # in flight when the connection broke
+    h.finish(1.01, q, "ok", f="query")
+    assert check_mir_11(h.events, **P).valid == "unknown"
+    q = h.invoke(1.5, f="query")  # invoked after the break: must fail
+    h.finish(1.51, q, "ok", f="query")
+    assert check_mir_11(h.events, **P).valid is False

@@ -817,3 +817,39 @@ def test_second_drain_is_a_no_op(h: Harness) -> None:
     assert h.proxy.resume()["resumed"] == 1
     assert port_of(c) == h.b.port
     assert h.proxy.status()["counters"]["kept"] == 1
+
+
+def test_non_ascii_state_in_latin1_session(h: Harness) -> None:
+    """PER-2 with a non-UTF-8 client encoding: settings and both kinds of prepared statement holding
+    non-ASCII text come back byte-exact (replayed in UTF8, then the client's LATIN1 restored)."""
+    c = h.connect()
+    c.execute("SET client_encoding TO 'LATIN1'")
+    c.execute("SET myapp.name = 'café'")
+    c.execute("PREPARE greet AS SELECT 'crème'::text")
+    for _ in range(3):
+        c.execute("SELECT 'señor'::text || %s", ["!"], prepare=True)
+    h.switchover()
+    assert port_of(c) == h.b.port
+    assert setting(c, "client_encoding") == "LATIN1"
+    assert setting(c, "myapp.name") == "café"
+    assert c.execute("EXECUTE greet").fetchone()[0] == "crème"  # type: ignore[index]
+    assert c.execute("SELECT 'señor'::text || %s", ["!"], prepare=True).fetchone()[0] == "señor!"  # type: ignore[index]
+    assert c.execute("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE '_pg3_%'").fetchone()[0] == 1  # type: ignore[index]
+
+
+def test_registered_as_reference_client(servers: tuple[LocalServer, LocalServer]) -> None:
+    """``--client`` resolution: the PER profile's default client is this proxy; its factory wires
+    the history so that ``persist.*`` events land in it."""
+    from harness.clients.registry import resolve_client
+
+    a, _ = servers
+    entry = resolve_client(None, "persistent")
+    history = History()
+    with entry.factory(resolver=lambda: a.server_address, history=history, drain_window=1.0) as proxy:
+        host, port = proxy.address
+        with psycopg.connect(host=host, port=port, user="app", password="app", dbname="app") as c:
+            assert port_of(c) == a.port
+        assert proxy.drain()["kept"] == []
+    types = {e.type for e in history.events("persist.")}
+    assert {"persist.session_open", "persist.session_close", "persist.drain_start",
+            "persist.drain_end"} <= types

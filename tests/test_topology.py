@@ -47,7 +47,7 @@ def test_pair_comes_up_streaming_with_roles_and_addresses():
         assert pair.principal.client_address == pair.principal.server_address  # no proxy in this test
         with pair.principal.admin() as conn:
             assert conn.execute("SHOW synchronous_standby_names").fetchone()[0] == "*"
-        assert pair.partner_setting() == "%s:%d" % pair.mirror.client_address
+        assert pair.partner_setting() == "{}:{}".format(*pair.mirror.client_address)
         run_dir = pair.path
         assert (run_dir / "state.json").exists()
     assert not run_dir.exists()
@@ -63,7 +63,7 @@ def test_switchover_swaps_roles_and_replication_direction_and_partner():
         assert 0 < result.seconds < 10 and result.ended_at >= result.started_at
         assert pair.principal.name == "n2" and pair.node("n1").role == "mirror"
         assert streaming_standbys(pair.principal) == {"n1"}
-        assert pair.partner_setting() == "%s:%d" % pair.node("n1").client_address
+        assert pair.partner_setting() == "{}:{}".format(*pair.node("n1").client_address)
         write(pair.principal, 2)
         assert keys(pair.principal) == {1, 2}
         pair.switchover()

@@ -89,13 +89,10 @@ class Address:
             raise ConnectionStringError(f"port {self.port!r} is out of range; use a number 1..65535")
         if not (_HOST_RE.fullmatch(self.host) or (":" in self.host and _V6_RE.fullmatch(self.host))):
             raise ConnectionStringError(
-                f"{self.host!r} is not a host name or IP address (letters, digits, '.', '-', '_'; "
-                "IPv6 in brackets)"
+                f"{self.host!r} is not a host name or IP address (letters, digits, '.', '-', '_'; IPv6 in brackets)"
             )
         if self.instance is not None and not _HOST_RE.fullmatch(self.instance):
-            raise ConnectionStringError(
-                f"instance name {self.instance!r} may only hold letters, digits, '.', '-', '_'"
-            )
+            raise ConnectionStringError(f"instance name {self.instance!r} may only hold letters, digits, '.', '-', '_'")
 
     @property
     def hostport(self) -> str:
@@ -228,6 +225,10 @@ def _norm_key(raw: str) -> str:
     key = " ".join(raw.split()).lower()
     if not key:
         raise ConnectionStringError("empty key before '='; write key=value")
+    if any(c in key for c in "\"'"):
+        raise ConnectionStringError(
+            f"key {raw.strip()!r} contains a quote; keys are written bare (only values may be quoted)"
+        )
     return key
 
 
@@ -285,8 +286,7 @@ def parse_address(
             host = "localhost"
         if not host or not _HOST_RE.fullmatch(host):
             raise ConnectionStringError(
-                f"{what}={value!r}: {host!r} is not a host name or IP address "
-                "(letters, digits, '.', '-', '_')"
+                f"{what}={value!r}: {host!r} is not a host name or IP address (letters, digits, '.', '-', '_')"
             )
     if port is None and instance is not None:
         table = {k.lower(): v for k, v in (instance_ports or {}).items()}

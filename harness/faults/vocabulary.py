@@ -78,6 +78,17 @@ class ScheduledFault:
         self.join(timeout=600)
 
 
+class Completed(contextlib.AbstractContextManager):
+    """An instantaneous fault that already happened: ``result`` says what it did and how long it
+    took; entering/leaving it as a context manager does nothing more."""
+
+    def __init__(self, result: OperationResult) -> None:
+        self.result = result
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 class Faults:
     """Faults for one topology, recorded into ``history`` (may be None)."""
 
@@ -306,14 +317,21 @@ class Faults:
 
     # ---------------------------------------------------------------------------- roles
     def switchover(self, target: str | None = None, after: float | None = None):
-        """Planned role swap (the block runs after it completed)."""
-        return self._maybe_scheduled("switchover", lambda: self._role_op("switchover", target), after,
-                                     0 if after is not None else None)
+        """Planned role swap. Without ``after`` it happens at once and the returned
+        :class:`Completed` holds the result (usable as a no-op context manager); with ``after`` it
+        runs in the background (:class:`ScheduledFault`)."""
+        if after is not None:
+            return self._maybe_scheduled("switchover", lambda: self._role_op("switchover", target), after, 0)
+        with self._role_op("switchover", target) as result:
+            return Completed(result)
 
     def failover(self, target: str | None = None, after: float | None = None):
-        """kill -9 the principal and promote the mirror (the old principal stays down until rejoin)."""
-        return self._maybe_scheduled("failover", lambda: self._role_op("failover", target), after,
-                                     0 if after is not None else None)
+        """kill -9 the principal and promote the mirror (the old principal stays down until
+        ``topology.rejoin()``); immediate or scheduled like :meth:`switchover`."""
+        if after is not None:
+            return self._maybe_scheduled("failover", lambda: self._role_op("failover", target), after, 0)
+        with self._role_op("failover", target) as result:
+            return Completed(result)
 
     @contextlib.contextmanager
     def _role_op(self, fault: str, target: str | None) -> Iterator[OperationResult]:

@@ -53,6 +53,7 @@ OUTCOMES: dict[str, tuple[str, str]] = {
 OP_COLOURS = {"ok": "#43a047", "fail": "#e53935", "info": "#fbc02d"}
 DELAY_COLOUR = "#bdbdbd"
 FAULT_FILL = "#ffb300"
+EVIDENCE_COLOUR = "#d50000"
 MARKER_STYLE: dict[str, tuple[str, str, str]] = {
     # type -> (colour, dash pattern, legend text)
     "role.change": ("#1565c0", "", "role change"),
@@ -324,9 +325,10 @@ def _pack(intervals: list[tuple[float, float]], gap: float = 1.0) -> tuple[list[
 
 
 class _Svg:
-    def __init__(self, model: _Model, meta: Mapping[str, Any]) -> None:
+    def __init__(self, model: _Model, meta: Mapping[str, Any], evidence: Iterable[int] = ()) -> None:
         self.m = model
         self.meta = meta
+        self.evidence = {int(i) for i in evidence}
         span = model.t1 - model.t0
         self.span = max(span * 1.02, 0.001)
         self.root = ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "version": "1.1",
@@ -368,9 +370,13 @@ class _Svg:
 
     def bar(self, parent: ET.Element, t_start: float, t_end: float, y: float, h: float, fill: str,
             title: str, cls: str, label: str | None = None, min_w: float = 2.0,
-            **attrs: Any) -> tuple[ET.Element, float]:
+            indices: Iterable[int] = (), **attrs: Any) -> tuple[ET.Element, float]:
         x0 = self.x(t_start)
         w = max(self.x(t_end) - x0, min_w)
+        if self.evidence and self.evidence.intersection(indices):
+            cls += " evidence"
+            attrs.update(stroke=EVIDENCE_COLOUR, stroke_width="2")
+            title = "EVIDENCE of a verdict\n" + title
         g = self.el(parent, "g", None, class_=cls)
         self.el(g, "rect", title, x=x0, y=y, width=w, height=h, fill=fill, **attrs)
         if label and h >= 9:
@@ -392,6 +398,7 @@ class _Svg:
         plot_top = y
         y = self.faults_band(y)
         y = self.markers_band(y)
+        y = self.evidence_band(y)
         lanes_top = y
         y = self.network_lanes(y)
         y = self.client_lanes(y)
@@ -506,6 +513,21 @@ class _Svg:
                 self.text(g, x + 6, ry + 11, label, title, fill=colour, font_size="10.5")
         return y + n * row_h + 4
 
+    def evidence_band(self, y: float) -> float:
+        marked = [e for e in self.m.events if e.index in self.evidence]
+        if not marked:
+            return y
+        row_h = 13
+        self.caption(y, "Evidence", row_h)
+        for e in marked:
+            x = self.x(e.t)
+            details = ", ".join(f"{k}={v}" for k, v in list(e.fields.items())[:8])
+            self.el(self.layers["bands"], "path", f"evidence event {e.index}: {e.type}\n{self.when(e.t)}\n"
+                    f"{details}", class_="evidence-mark",
+                    d=f"M{x - 4:.1f},{y + 2:.1f} L{x + 4:.1f},{y + 2:.1f} L{x:.1f},{y + 10:.1f} Z",
+                    fill=EVIDENCE_COLOUR, fill_opacity="0.8")
+        return y + row_h + 2
+
     def marker_lines(self, top: float, bottom: float) -> None:
         for e in self.m.markers:
             colour, dash, name = MARKER_STYLE[e.type]
@@ -594,8 +616,9 @@ class _Svg:
             lines.append(f"client session {c.attempt.process}, attempt {c.attempt.start.get('attempt')}"
                          f" ({c.attempt.start.get('target')})")
         title = "\n".join(lines)
+        indices = [e.index for e in (a, c.closed, c.upstream_ok, c.upstream_failed) if e is not None]
         bar_g, w = self.bar(g, a.t, t_end, y, h, OUTCOMES[outcome][0], title, f"bar conn conn-{outcome}",
-                            _fmt_s(t_end - a.t) if c.closed is not None else None)
+                            _fmt_s(t_end - a.t) if c.closed is not None else None, indices=indices)
         if close != outcome and w >= 6:  # end cap: how the proxy saw it close (or still open)
             x1 = self.x(a.t) + w
             cap_title = (f"closed: {OUTCOMES[close][1]}\n{self.when(c.closed.t)}" if c.closed is not None
@@ -663,7 +686,8 @@ class _Svg:
             accepted = a.conn.accepted
             lines.append(f"network: proxy {accepted.get('proxy')} connection {accepted.get('conn_id')}")
         self.bar(g, s.t, t_end, y, h, OUTCOMES[outcome][0], "\n".join(lines),
-                 f"bar attempt attempt-{outcome}", _fmt_s(t_end - s.t) if e is not None else None)
+                 f"bar attempt attempt-{outcome}", _fmt_s(t_end - s.t) if e is not None else None,
+                 indices=[s.index] + ([e.index] if e is not None else []))
         retry = s.get("retry_time")
         # the retry-time mark only where it matters: attempts that ran for most of their retry time
         if isinstance(retry, int | float) and retry > 0 and (t_end - s.t) >= 0.5 * float(retry):
@@ -707,8 +731,9 @@ class _Svg:
                 title = (f"{len(members)} ops {status} ({', '.join(fs)})\nfrom {self.when(t_a)}\n"
                          f"to {self.when(t_b)}")
             # failures and indeterminate results are rare and matter most: draw them wider
+            indices = [ev.index for op in members for ev in (op.invoke, op.done) if ev is not None]
             self.bar(g, t_a, t_b, y, h, OP_COLOURS.get(status, OP_COLOURS["info"]), title,
-                     f"op op-{status}", None, min_w=1.5 if status == "ok" else 3.0)
+                     f"op op-{status}", None, min_w=1.5 if status == "ok" else 3.0, indices=indices)
 
     def axis(self, top: float, bottom: float, label_y: float) -> None:
         span = self.span
@@ -791,11 +816,14 @@ def _num(value: Any) -> str:
 
 
 def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[str, Any]],
-               title: str = "History timeline", meta: Mapping[str, Any] | None = None) -> str:
+               title: str = "History timeline", meta: Mapping[str, Any] | None = None,
+               evidence: Iterable[int] = ()) -> str:
     """Draw a history as a self-contained SVG document (a string) - see the module docstring.
 
     Accepts a :class:`History`, a list of :class:`Event` or of their dict form. ``meta`` (default:
     the history's) adds the test/client/backend to the summary line and wall-clock times to hovers.
+    ``evidence`` (event indices, e.g. of a violated verdict) outlines the bars drawn from those events
+    in red and marks each evidence event on an *Evidence* band.
     An empty history gives a small picture saying so. Serves every rule indirectly: it is the picture
     attached to each suite test next to the history."""
     events, meta_d = _coerce(history_or_events, meta)
@@ -810,4 +838,4 @@ def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[s
         t2 = ET.SubElement(root, "text", {"x": "10", "y": "44", "fill": "#757575"})
         t2.text = "empty history: no events were recorded"
         return ET.tostring(root, encoding="unicode")
-    return _Svg(_build(events), meta_d).render(title)
+    return _Svg(_build(events), meta_d, evidence).render(title)

@@ -207,8 +207,7 @@ def _require_partner(value: PartnerNames, rule: str, what: str) -> list[str]:
     names = _names(value)
     if not names:
         raise ConfigError(
-            f"{rule} needs {what}: the fault proxy name, node name or listen address "
-            "(host:port) of that partner"
+            f"{rule} needs {what}: the fault proxy name, node name or listen address (host:port) of that partner"
         )
     return names
 
@@ -260,9 +259,7 @@ def _opens(
 
     def owners(t: float, proc: Any = None) -> list[Open]:
         return [
-            o
-            for o in opens
-            if o.t0 <= t <= (o.end.t if o.end else math.inf) and (proc is None or o.process == proc)
+            o for o in opens if o.t0 <= t <= (o.end.t if o.end else math.inf) and (proc is None or o.process == proc)
         ]
 
     # proxy view
@@ -343,10 +340,7 @@ def _opens(
                 (
                     a
                     for a in o.attempts
-                    if a.source == "proxy"
-                    and not a.matched
-                    and a.peer is not None
-                    and _same(str(local), a.peer)
+                    if a.source == "proxy" and not a.matched and a.peer is not None and _same(str(local), a.peer)
                 ),
                 None,
             )
@@ -356,10 +350,7 @@ def _opens(
                 (
                     a
                     for a in sorted(o.attempts, key=lambda x: x.start)
-                    if a.source == "proxy"
-                    and a.role == role
-                    and not a.matched
-                    and s.t - MATCH_SLACK <= a.start <= hi
+                    if a.source == "proxy" and a.role == role and not a.matched and s.t - MATCH_SLACK <= a.start <= hi
                 ),
                 None,
             )
@@ -598,9 +589,7 @@ def check_mir_2(
             )
         judged.append(o)
     if not judged:
-        return _verdict(
-            rule, UNKNOWN, expected, "no finished open without a database in the history", [], opens
-        )
+        return _verdict(rule, UNKNOWN, expected, "no finished open without a database in the history", [], opens)
     return _verdict(
         rule,
         True,
@@ -633,9 +622,7 @@ def check_mir_3(
     tol = _tolerance(tolerance)
     lt = _login_timeout(login_timeout, rule, required=False)
     opens = _opens(events, ini, other, process=process, use_client_view=use_client_view, rounds=False)
-    expected = "only the initial partner is tried" + (
-        f", and the open fails by {_s(lt)} ±{tol:.3f}" if lt else ""
-    )
+    expected = "only the initial partner is tried" + (f", and the open fails by {_s(lt)} ±{tol:.3f}" if lt else "")
     exercised = []
     for o in _usable(opens):
         for a in o.attempts:
@@ -644,8 +631,7 @@ def check_mir_3(
                     rule,
                     False,
                     expected,
-                    f"{a.label()} went to the partner not named in the connection string at "
-                    f"+{_s(o.rel(a.start))}",
+                    f"{a.label()} went to the partner not named in the connection string at +{_s(o.rel(a.start))}",
                     (o.invoke.index, *a.events),
                     opens,
                 )
@@ -654,8 +640,7 @@ def check_mir_3(
                 rule,
                 False,
                 expected,
-                f"open at event {o.invoke.index} failed after {_s(o.rel(o.end.t))}, past the "
-                f"login timeout {_s(lt)}",
+                f"open at event {o.invoke.index} failed after {_s(o.rel(o.end.t))}, past the login timeout {_s(lt)}",
                 (o.invoke.index, o.end.index),
                 opens,
             )
@@ -730,9 +715,7 @@ def check_mir_4(
             last = o.attempts[-1]
             gave_up = o.rel(o.end.t)
             if last.outcome != "error" and (lt is None or gave_up < lt - tol):
-                limit = (
-                    f"{_s(lt - gave_up)} before the login timeout {_s(lt)}" if lt else "with no login timeout"
-                )
+                limit = f"{_s(lt - gave_up)} before the login timeout {_s(lt)}" if lt else "with no login timeout"
                 return _verdict(
                     rule,
                     False,
@@ -884,11 +867,7 @@ def check_mir_6(
         deadline = o.t0 + lt
         for a in o.attempts:
             end = _end_time(a, o, horizon)
-            if (
-                a.outcome != "opened"
-                and end > deadline + tol
-                and (a.end is not None or horizon > deadline + tol)
-            ):
+            if a.outcome != "opened" and end > deadline + tol and (a.end is not None or horizon > deadline + tol):
                 return _verdict(
                     rule,
                     False,
@@ -936,11 +915,7 @@ def check_mir_6(
         expected,
         f"{len(exercised)} failed open(s) stayed within the login timeout; last failed at "
         f"+{_s(o.rel(o.end.t))} after {len(o.attempts)} attempt(s)",
-        [
-            i
-            for x in exercised
-            for i in (x.invoke.index, x.end.index, *(x.attempts[-1].events if x.attempts else ()))
-        ],
+        [i for x in exercised for i in (x.invoke.index, x.end.index, *(x.attempts[-1].events if x.attempts else ()))],
         opens,
     )
 
@@ -1142,8 +1117,7 @@ def check_mir_8(
         rule,
         True,
         expected,
-        f"{len(inside)} attempts alternating within {_s(window)}; last started at "
-        f"+{_s(o.rel(inside[-1].start))}",
+        f"{len(inside)} attempts alternating within {_s(window)}; last started at +{_s(o.rel(inside[-1].start))}",
         [i for a in inside[-4:] for i in a.events],
         opens,
     )
@@ -1206,8 +1180,7 @@ def check_mir_9(
                         rule,
                         False,
                         expected,
-                        f"{a.label()} went to {sorted(a.ids)}; expected the cached failover "
-                        f"partner {cache[0]}",
+                        f"{a.label()} went to {sorted(a.ids)}; expected the cached failover partner {cache[0]}",
                         (o.invoke.index, *a.events),
                         opens,
                     )
@@ -1219,8 +1192,7 @@ def check_mir_9(
         pub = [
             e
             for e in pubs
-            if e.t <= o.end.t
-            and (e.get("node") is None or not served or _matches(str(e.get("node")), served))
+            if e.t <= o.end.t and (e.get("node") is None or not served or _matches(str(e.get("node")), served))
         ]
         value = o.end.get("value")
         learned_now: str | None = None
@@ -1260,11 +1232,7 @@ def _identities(ordered: list[Event], names: list[str]) -> list[str]:
     """``names`` plus the proxy names / listen and client addresses the history links to them."""
     out = list(names)
     for e in ordered:
-        if (
-            e.type == "conn.accepted"
-            and e.get("node") is not None
-            and any(_same(n, str(e.get("node"))) for n in names)
-        ):
+        if e.type == "conn.accepted" and e.get("node") is not None and any(_same(n, str(e.get("node"))) for n in names):
             out += [str(e.get(k)) for k in ("proxy", "listen") if e.get(k)]
         elif e.type == "topology.up":
             for node in e.get("nodes") or []:
@@ -1278,9 +1246,7 @@ def _principal_from_history(ordered: list[Event], process: Any) -> list[str] | V
         (
             e
             for e in ordered
-            if e.type == "op.invoke"
-            and e.get("f") == "open"
-            and (process is None or e.get("process") == process)
+            if e.type == "op.invoke" and e.get("f") == "open" and (process is None or e.get("process") == process)
         ),
         None,
     )
@@ -1386,9 +1352,7 @@ def check_mir_10(
         )
     if first.ok:
         if not first.attempts:
-            return _verdict(
-                rule, UNKNOWN, expected, "first open succeeded but no attempt was observed", ev, opens
-            )
+            return _verdict(rule, UNKNOWN, expected, "first open succeeded but no attempt was observed", ev, opens)
         last = first.attempts[-1]
         if not any(_matches(p, last.ids) for p in prin):
             return _verdict(
@@ -1447,9 +1411,7 @@ def check_mir_11(
             (
                 e
                 for e in ordered
-                if e.type == "conn.closed"
-                and e.get("proxy") == conn.proxy
-                and e.get("conn_id") == conn.conn_id
+                if e.type == "conn.closed" and e.get("proxy") == conn.proxy and e.get("conn_id") == conn.conn_id
             ),
             None,
         )
@@ -1468,21 +1430,23 @@ def check_mir_11(
                         (closed.index, e.index),
                         opens,
                     )
+        if any(
+            p is not o and p.process == o.process and p.ok and p.end is not None and o.end.t < p.end.t <= tb
+            for p in all_opens
+        ):
+            continue  # the process opened another connection before this one broke: ops are ambiguous
         later = [
             e
             for e in ordered
-            if e.get("process") == o.process
-            and e.t >= o.end.t
-            and e.type.startswith("op.")
-            and e.index != o.end.index
+            if e.get("process") == o.process and e.t >= o.end.t and e.type.startswith("op.") and e.index != o.end.index
         ]
         for e in later:
             if e.type == "op.invoke" and e.get("f") == "open" and e.t >= tb:
                 break
             if e.type in END_TYPES and e.get("f") not in ("open", "close") and e.t >= tb:
-                inv = next(
-                    (x for x in later if x.type == "op.invoke" and x.get("op_id") == e.get("op_id")), None
-                )
+                inv = next((x for x in later if x.type == "op.invoke" and x.get("op_id") == e.get("op_id")), None)
+                if inv is None or inv.t < tb:
+                    continue  # in flight when the connection broke: either outcome is possible
                 if e.type == "op.ok":
                     return _verdict(
                         rule,
@@ -1565,9 +1529,7 @@ def check_mir_12(
             [o.invoke.index for o in opens],
             opens,
         )
-    return _verdict(
-        rule, True, expected, "redirected open(s) presented the initial partner name", judged, opens
-    )
+    return _verdict(rule, True, expected, "redirected open(s) presented the initial partner name", judged, opens)
 
 
 def _shutdowns(events: list[Event]) -> list[tuple[float, str, int]]:
@@ -1607,9 +1569,7 @@ def check_mir_13(
     expected = f"a pending attempt is abandoned as soon as the server shuts down (next step ≤ {tol:.3f} s)"
     stops = _shutdowns(_ordered(events))
     if not stops:
-        return _verdict(
-            rule, UNKNOWN, expected, "no node.stop / node.kill / stop fault in the history", [], opens
-        )
+        return _verdict(rule, UNKNOWN, expected, "no node.stop / node.kill / stop fault in the history", [], opens)
     judged: list[int] = []
     not_judged: list[int] = []
     for o in _usable(opens):

@@ -197,7 +197,7 @@ class LocalTopology:
                     d = self.path / n
                     d.mkdir()
                     self.run_as.chown(d)
-                    pg.copy_template(template, d / "data")
+                pg.copy_template(template, *(self.path / n / "data" for n in names))
                 self.links.setup(self)
                 for node in self._state["nodes"]:
                     host, port = self.links.client_address(node["name"])
@@ -272,6 +272,16 @@ class LocalTopology:
     def standbys(self) -> list[Node]:
         """Every node that is not the principal."""
         return [n for n in self.nodes if n.role != PRINCIPAL]
+
+    def dsn(self, target_session_attrs: str = "read-write", dbname: str = pg.APP_DATABASE,
+            user: str = pg.APP_USER, password: str = pg.APP_PASSWORD, **params: Any) -> str:
+        """A libpq multi-host connection string listing every node's client-facing address, so a
+        libpq client finds the principal itself (``target_session_attrs=read-write``)."""
+        hosts = ",".join(n.client_address[0] for n in self.nodes)
+        ports = ",".join(str(n.client_address[1]) for n in self.nodes)
+        extra = "".join(f" {k}={v}" for k, v in params.items())
+        return (f"host={hosts} port={ports} dbname={dbname} user={user} password={password} "
+                f"target_session_attrs={target_session_attrs}{extra}")
 
     def socket_dir(self, name: str) -> Path:
         """The Unix-socket directory of a node (outside its data directory: pg_rewind trap)."""

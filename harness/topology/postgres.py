@@ -70,7 +70,7 @@ def server_version() -> str:
 # template
 # ------------------------------------------------------------------------------------------------
 
-TEMPLATE_LAYOUT_VERSION = "4"
+TEMPLATE_LAYOUT_VERSION = "5"
 
 
 def template_dir(run_as: RunAs) -> Path:
@@ -100,7 +100,7 @@ def _build_template(final: Path, run_as: RunAs) -> None:
     run_as.chown(work)
     data = work / "data"
     res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
-                    "-E", "UTF8", "--locale=C", "--no-sync"], run_as)
+                    "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1"], run_as)
     if res.returncode != 0:
         raise TopologyError(f"initdb failed (exit {res.returncode}): {res.stderr.strip()[-800:]}")
     (data / "pg_hba.conf").write_text(PG_HBA)
@@ -141,12 +141,14 @@ def _free_port() -> int:
     return port
 
 
-def copy_template(template: Path, dest: Path) -> None:
-    """Copy the template data directory to ``dest`` keeping owner and modes (``cp -a``)."""
-    res = subprocess.run(["cp", "-a", "--reflink=auto", str(template), str(dest)], capture_output=True,
-                         text=True)
-    if res.returncode != 0:
-        raise TopologyError(f"copying the data-directory template failed: {res.stderr.strip()}")
+def copy_template(template: Path, *dests: Path) -> None:
+    """Copy the template data directory to each of ``dests`` (in parallel), keeping owner and
+    modes (``cp -a``)."""
+    procs = [subprocess.Popen(["cp", "-a", "--reflink=auto", str(template), str(d)], stderr=subprocess.PIPE,
+                              text=True) for d in dests]
+    errors = [p.communicate()[1].strip() for p in procs if p.wait() != 0]
+    if errors:
+        raise TopologyError(f"copying the data-directory template failed: {'; '.join(errors)}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -181,7 +183,7 @@ class ServerConfig:
             "wal_log_hints = on               # pg_rewind",
             "max_wal_senders = 10",
             "max_replication_slots = 10",
-            "wal_keep_size = 256MB",
+            "wal_keep_size = 64MB",
             "wal_retrieve_retry_interval = '200ms'",
             "wal_receiver_timeout = '5s'",
             "wal_sender_timeout = '5s'",

@@ -876,6 +876,14 @@ class ToxiproxyServer:
         return web.Response(status=204)
 
 
+def quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Loop exception handler: peers resetting or vanishing is normal for a fault proxy; anything
+    else goes to asyncio's default handler."""
+    if isinstance(context.get("exception"), ConnectionError | TimeoutError):
+        return
+    loop.default_exception_handler(context)
+
+
 # ------------------------------------------------------------------------------------------------
 # In-process runner
 # ------------------------------------------------------------------------------------------------
@@ -918,6 +926,7 @@ class EmbeddedToxiproxy:
         if self._thread is not None:
             return self
         loop = asyncio.new_event_loop()
+        loop.set_exception_handler(quiet_exception_handler)
         ready = threading.Event()
         failure: list[BaseException] = []
 
@@ -985,6 +994,7 @@ class EmbeddedToxiproxy:
 async def serve_forever(host: str, port: int, stop: asyncio.Event,
                         ready: Callable[[ToxiproxyServer], None] | None = None) -> None:
     """Run a server on the current loop until ``stop`` is set (used by the CLI)."""
+    asyncio.get_running_loop().set_exception_handler(quiet_exception_handler)
     server = ToxiproxyServer(host, port)
     await server.start()
     if ready is not None:

@@ -67,10 +67,10 @@ class BackConn:
         except (OSError, RuntimeError):
             pass
 
-    async def simple_query(self, sql: str) -> list[list[list[str | None]]]:
+    async def simple_query(self, sql: str, codec: str = "utf-8") -> list[list[list[str | None]]]:
         """Run ``sql`` (may hold several statements) and return rows per result; ParameterStatus
         changes are recorded in ``params``. Raises :class:`BackendError` on an ErrorResponse."""
-        self.writer.write(pq.query(sql))
+        self.writer.write(pq.query(sql, codec))
         await self.writer.drain()
         results: list[list[list[str | None]]] = []
         rows: list[list[str | None]] = []
@@ -78,7 +78,7 @@ class BackConn:
         while True:
             kind, message = await self.read_message()
             if kind == b"D":
-                rows.append(_data_row(message))
+                rows.append(_data_row(message, codec))
             elif kind == b"C":
                 results.append(rows)
                 rows = []
@@ -93,7 +93,7 @@ class BackConn:
                 return results
 
 
-def _data_row(message: bytes) -> list[str | None]:
+def _data_row(message: bytes, codec: str = "utf-8") -> list[str | None]:
     data = pq.payload(message)
     count = struct.unpack_from("!h", data, 0)[0]
     pos = 2
@@ -104,7 +104,7 @@ def _data_row(message: bytes) -> list[str | None]:
         if n < 0:
             out.append(None)
         else:
-            out.append(data[pos:pos + n].decode("utf-8", "replace"))
+            out.append(data[pos:pos + n].decode(codec, "surrogateescape"))
             pos += n
     return out
 

@@ -31,9 +31,28 @@ def msg(kind: bytes, payload: bytes = b"") -> bytes:
     return kind + _I32.pack(len(payload) + 4) + payload
 
 
-def cstr(s: str | bytes) -> bytes:
-    """A NUL-terminated string."""
-    return (s.encode() if isinstance(s, str) else s) + b"\0"
+def cstr(s: str | bytes, encoding: str = "utf-8") -> bytes:
+    """A NUL-terminated string (undecodable bytes kept through ``surrogateescape``)."""
+    return (s.encode(encoding, "surrogateescape") if isinstance(s, str) else s) + b"\0"
+
+
+_PG_CODECS = {
+    "UTF8": "utf-8", "UNICODE": "utf-8", "SQL_ASCII": "latin-1", "LATIN1": "latin-1",
+    "LATIN2": "iso8859-2", "LATIN3": "iso8859-3", "LATIN4": "iso8859-4", "LATIN5": "iso8859-9",
+    "LATIN6": "iso8859-10", "LATIN7": "iso8859-13", "LATIN8": "iso8859-14", "LATIN9": "iso8859-15",
+    "LATIN10": "iso8859-16", "WIN1250": "cp1250", "WIN1251": "cp1251", "WIN1252": "cp1252",
+    "WIN1253": "cp1253", "WIN1254": "cp1254", "WIN1255": "cp1255", "WIN1256": "cp1256",
+    "WIN1257": "cp1257", "WIN1258": "cp1258", "WIN866": "cp866", "WIN874": "cp874", "KOI8R": "koi8-r",
+    "KOI8U": "koi8-u", "EUC_JP": "euc_jp", "EUC_KR": "euc_kr", "EUC_CN": "gb2312", "SJIS": "shift_jis",
+    "BIG5": "big5", "GBK": "gbk", "GB18030": "gb18030", "UHC": "cp949", "JOHAB": "johab",
+    "ISO_8859_5": "iso8859-5", "ISO_8859_6": "iso8859-6", "ISO_8859_7": "iso8859-7",
+    "ISO_8859_8": "iso8859-8",
+}
+
+
+def python_codec(pg_encoding: str) -> str:
+    """The Python codec of a PostgreSQL client encoding name (``latin-1`` when unknown: byte-exact)."""
+    return _PG_CODECS.get(pg_encoding.upper().replace("-", "_"), "latin-1")
 
 
 def split_messages(buf: bytearray, max_len: int = MAX_MESSAGE_LEN) -> list[tuple[bytes, bytes]]:
@@ -61,10 +80,11 @@ def payload(message: bytes) -> bytes:
     return message[5:]
 
 
-def read_cstr(data: bytes, pos: int) -> tuple[str, int]:
-    """Read a NUL-terminated string at ``pos``; return it and the position after the NUL."""
+def read_cstr(data: bytes, pos: int, encoding: str = "utf-8") -> tuple[str, int]:
+    """Read a NUL-terminated string at ``pos``; return it and the position after the NUL.
+    Undecodable bytes are kept (``surrogateescape``) so that re-encoding gives them back."""
     end = data.index(b"\0", pos)
-    return data[pos:end].decode("utf-8", "replace"), end + 1
+    return data[pos:end].decode(encoding, "surrogateescape"), end + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,9 +142,9 @@ def cancel_request(pid: int, secret: int) -> bytes:
     return struct.pack("!iiii", 16, CANCEL_REQUEST, pid, secret)
 
 
-def query(sql: str) -> bytes:
+def query(sql: str, encoding: str = "utf-8") -> bytes:
     """A simple Query ('Q') message."""
-    return msg(b"Q", cstr(sql))
+    return msg(b"Q", cstr(sql, encoding))
 
 
 SYNC = msg(b"S")
@@ -158,11 +178,11 @@ def parse_error(message: bytes) -> ErrorFields:
     return ErrorFields(fields.get("V", fields.get("S", "ERROR")), fields.get("C", ""), fields.get("M", ""))
 
 
-def parse_parameter_status(message: bytes) -> tuple[str, str]:
+def parse_parameter_status(message: bytes, encoding: str = "utf-8") -> tuple[str, str]:
     """Parse a ParameterStatus message into ``(name, value)``."""
     data = payload(message)
-    name, pos = read_cstr(data, 0)
-    value, _ = read_cstr(data, pos)
+    name, pos = read_cstr(data, 0, encoding)
+    value, _ = read_cstr(data, pos, encoding)
     return name, value
 
 
@@ -183,11 +203,11 @@ def parse_startup(body: bytes) -> tuple[int, dict[str, str]]:
     return code, params
 
 
-def parse_parse(message: bytes) -> tuple[str, str]:
+def parse_parse(message: bytes, encoding: str = "utf-8") -> tuple[str, str]:
     """Parse a Parse ('P') message into ``(statement name, query text)``."""
     data = payload(message)
-    name, pos = read_cstr(data, 0)
-    sql, _ = read_cstr(data, pos)
+    name, pos = read_cstr(data, 0, encoding)
+    sql, _ = read_cstr(data, pos, encoding)
     return name, sql
 
 

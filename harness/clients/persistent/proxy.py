@@ -348,10 +348,15 @@ class Session:
         """Replay GUCs, LISTENs and prepared statements on ``back`` (PER-2)."""
         assert self.state is not None
         st = self.state
-        statements = st.replay_sql()
-        if statements:
-            await back.simple_query(";\n".join(statements))
-        parses = st.replay_parse()
+        await back.simple_query(";\n".join(st.replay_sql()))
+        # settings the server reports (ParameterStatus) whose value differs now: the client encoding
+        # (replay ran in UTF8) and anything changed outside SET, e.g. set_config() inside a query
+        fixes = [f"SELECT pg_catalog.set_config({quote_literal(k)}, {quote_literal(v)}, false)"
+                 for k, v in st.reported.items()
+                 if k not in NOT_SETTABLE and back.params.get(k) != v]
+        if fixes:
+            await back.simple_query(";\n".join(fixes))
+        parses = st.replay_parse()  # raw bytes, in the client's encoding: after it is restored
         if parses:
             back.writer.write(b"".join(parses) + pq.SYNC)
             await back.writer.drain()
@@ -367,13 +372,6 @@ class Session:
                     break
             if error is not None:
                 raise BackendError(f"re-preparing statements failed: {error}")
-        # settings the server reports (ParameterStatus) but that were not changed by parsed SQL,
-        # e.g. set_config() inside a query
-        fixes = [f"SELECT pg_catalog.set_config({quote_literal(k)}, {quote_literal(v)}, false)"
-                 for k, v in st.reported.items()
-                 if k not in NOT_SETTABLE and back.params.get(k) != v]
-        if fixes:
-            await back.simple_query(";\n".join(fixes))
         st.counters["replays"] += 1
         self.proxy._emit("persist.replayed", session=self.id, address=f"{back.address[0]}:{back.address[1]}",
                          gucs=len(st.committed.gucs) + len(st.snapshot_gucs),
@@ -745,13 +743,16 @@ class PersistentProxy:
     async def _snapshot(self, s: Session) -> tuple[str, str] | None:
         """Ask the old principal what the tracker may have missed: temporary objects (PER-5),
         open cursors (PER-8) and settings changed outside SET (kept for replay, PER-2)."""
-        assert s.back is not None and s.state is not None
         if s.back_task is not None:  # stop relaying: the proxy reads this connection itself now
             s.back_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await s.back_task
+        back, state = s.back, s.state
+        if back is None or state is None or s.closed:  # the client left meanwhile
+            return None
         try:
-            results = await asyncio.wait_for(s.back.simple_query(_SNAPSHOT_SQL), self.config.connect_timeout)
+            results = await asyncio.wait_for(back.simple_query(_SNAPSHOT_SQL, state.codec),
+                                             self.config.connect_timeout)
         except (TimeoutError, BackendError, OSError):
             return None  # old principal already gone: rely on the tracked state
         counts = results[0][0]
@@ -759,11 +760,11 @@ class PersistentProxy:
             return "session holds temporary tables", "PER-5"
         if int(counts[1] or 0) > 0:
             return "session has an open cursor", "PER-8"
-        tracked = s.state.committed.gucs
-        s.state.snapshot_gucs = {
+        tracked = state.committed.gucs
+        state.snapshot_gucs = {
             name: value or "" for name, value in results[1]
             if name is not None and name.lower() not in tracked
-            and name.lower() not in ("role", "session_authorization")
+            and name.lower() not in ("role", "session_authorization", "client_encoding")
             and not name.startswith("transaction_")
         }
         return None

@@ -74,6 +74,7 @@ class SessionState:
         self.statement_sql: dict[str, str] = {"": ""}  # statement name -> SQL (to classify Execute)
         self.portal_sql: dict[str, str] = {}
         self.reported: dict[str, str] = {}  # last ParameterStatus values
+        self.codec = "utf-8"  # Python codec of the client's current client_encoding
         self.txn_status = "I"
         self.inflight: deque[Pending] = deque()
         self.unsynced = False  # extended-protocol messages sent without Sync yet
@@ -140,13 +141,13 @@ class SessionState:
         """Record a client message that is being forwarded to the back connection."""
         k = kind.decode("latin-1")
         if k == "Q":
-            sql = pq.read_cstr(pq.payload(message), 0)[0]
+            sql = pq.read_cstr(pq.payload(message), 0, self.codec)[0]
             self.inflight.append(Pending("Q", sql=sql))
             self.counters["statements"] += 1
             self.unnamed_parse = None
             self.statement_sql[""] = ""
         elif k == "P":
-            name, sql = pq.parse_parse(message)
+            name, sql = pq.parse_parse(message, self.codec)
             self.inflight.append(Pending("P", name=name, raw=message))
             self.statement_sql[name] = sql
             self.unsynced = True
@@ -253,8 +254,10 @@ class SessionState:
                     self.inflight.popleft()
             return
         if k == b"S":
-            name, value = pq.parse_parameter_status(message)
+            name, value = pq.parse_parameter_status(message, self.codec)
             self.reported[name] = value
+            if name == "client_encoding":
+                self.codec = pq.python_codec(value)
             return
 
     def _end_cycle(self, status: str) -> None:
@@ -340,8 +343,9 @@ class SessionState:
         """The SQL statements that rebuild this session's settings on a new back connection (PER-2)."""
         gucs = self.committed.gucs
         ordered = [k for k in ("session_authorization", "role") if k in gucs]
-        ordered += [k for k in gucs if k not in ("session_authorization", "role")]
-        out: list[str] = []
+        ordered += [k for k in gucs if k not in ("session_authorization", "role", "client_encoding")]
+        # texts are sent as UTF-8; the client's encoding is restored afterwards from ParameterStatus
+        out: list[str] = ["SET client_encoding TO 'UTF8'"]
         for key in ordered:
             if gucs[key] not in out:
                 out.append(gucs[key])

@@ -1,0 +1,67 @@
+"""``failover-harness run [PATH ...]``: run suites with pytest and the harness plugin, writing
+Allure results to ``reports/allure-results``. Exit code = pytest's (0 all kept, 1 violations or
+harness errors, 5 nothing collected)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.paths import reports_dir, repo_root
+
+
+def pytest_args(args: argparse.Namespace) -> list[str]:
+    """The pytest command line for ``run`` (also used by ``matrix``)."""
+    paths = args.paths or [str(repo_root() / "suites")]
+    for p in paths:
+        target = p.split("::", 1)[0]
+        if not Path(target).exists():
+            raise ConfigError(f"no such suite path {p!r}; suites live under {repo_root() / 'suites'}")
+    results = Path(args.results) if args.results else reports_dir() / "allure-results"
+    argv = [*paths, f"--alluredir={results}", f"--backend={args.backend}", f"--engine={args.engine}",
+            "-p", "no:cacheprovider", "-o", "testpaths=suites", "-ra"]
+    if args.client:
+        argv.append(f"--client={args.client}")
+    if args.keep_on_failure:
+        argv.append("--keep-on-failure")
+    if args.jobs and args.jobs != "1":
+        argv += ["-n", str(args.jobs)]
+    if args.select:
+        argv += ["-k", args.select]
+    if args.markers:
+        argv += ["-m", args.markers]
+    return argv + list(args.pytest_args or [])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the suites; returns pytest's exit code."""
+    import pytest
+
+    argv = pytest_args(args)
+    print(f"[failover-harness] pytest {' '.join(argv)}", file=sys.stderr, flush=True)
+    return int(pytest.main(argv))
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and ``matrix``."""
+    p.add_argument("--backend", default="local", choices=["local", "compose"])
+    p.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"])
+    p.add_argument("--client", help="client under test: a registered name or module:attr (default: the "
+                                    "profile's reference client)")
+    p.add_argument("--results", help="Allure results folder (default reports/allure-results)")
+    p.add_argument("--keep-on-failure", action="store_true", help="leave a failing test's topology up")
+    p.add_argument("--jobs", "-n", default="1", help="pytest-xdist workers (timing suites prefer 1)")
+    p.add_argument("-k", dest="select", help="pytest -k expression")
+    p.add_argument("-m", dest="markers", help="pytest -m marker expression (e.g. 'not slow')")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``run``."""
+    p = sub.add_parser("run", help="run suites (pytest + the harness plugin, Allure results)")
+    p.add_argument("paths", nargs="*", help="suite folders or files (default: suites/)")
+    add_run_options(p)
+    p.add_argument("--pytest-arg", dest="pytest_args", action="append", default=[],
+                   help="extra argument passed to pytest as is (repeatable)")
+    p.set_defaults(func=cmd_run)

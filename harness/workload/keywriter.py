@@ -1,0 +1,129 @@
+"""A durability workload: one or more sessions insert ever-increasing keys, each recorded as an
+operation (``f="write"``); afterwards one read of every key present on the principal
+(``f="read_all"``) lets the DUR-1 checker find acknowledged writes that were lost.
+
+Outcome classes (Jepsen): a write whose COMMIT was acknowledged is ``ok``; one that certainly did not
+happen (no connection, rejected before sending) is ``fail``; one whose connection broke after the
+statement was sent is ``info`` - its outcome is unknown and DUR-1 does not count it."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+TABLE = "fh_keys"
+_op_ids = itertools.count(1)
+
+
+def _record(history: Any, type_: str, **fields: Any) -> None:
+    if history is not None:
+        history.record(type_, **fields)
+
+
+def ensure_table(dsn: str) -> None:
+    """Create the key table on the principal reached by ``dsn`` (idempotent)."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (k bigint PRIMARY KEY, process text, at timestamptz "
+                     f"DEFAULT now())")
+
+
+class KeyWriter:
+    """Background session writing keys ``start, start+step, ...`` through ``dsn()`` (called before
+    every new connection, so it can follow the principal), recording every operation (DUR-1)."""
+
+    def __init__(self, dsn: Callable[[], str] | str, history: Any = None, process: str = "writer-1",
+                 start: int = 1, step: int = 1, pause: float = 0.0, retry_delay: float = 0.01) -> None:
+        self._dsn = dsn if callable(dsn) else (lambda: dsn)
+        self.history = history
+        self.process = process
+        self._keys = itertools.count(start, step)
+        self.pause = pause
+        self.retry_delay = retry_delay
+        self.acknowledged: list[int] = []
+        self.failed = 0
+        self.indeterminate = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"keywriter-{process}", daemon=True)
+
+    def start(self) -> KeyWriter:
+        """Start writing in the background."""
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop writing and wait for the session to end."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def __enter__(self) -> KeyWriter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        conn: psycopg.Connection | None = None
+        while not self._stop.is_set():
+            key = next(self._keys)
+            op_id = next(_op_ids)
+            _record(self.history, "op.invoke", process=self.process, op_id=op_id, f="write", value=key)
+            if conn is None:
+                try:
+                    conn = psycopg.connect(self._dsn(), autocommit=True, connect_timeout=2)
+                except psycopg.Error as exc:
+                    self.failed += 1
+                    _record(self.history, "op.fail", process=self.process, op_id=op_id, f="write", value=key,
+                            error=_one_line(exc))
+                    self._stop.wait(self.retry_delay)
+                    continue
+            try:
+                conn.execute(f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, self.process))
+            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction,
+                    psycopg.errors.AdminShutdown) as exc:
+                # sent, connection broke or server refused mid-way: the commit may or may not have happened
+                definite = isinstance(exc, psycopg.errors.ReadOnlySqlTransaction)
+                if definite:
+                    self.failed += 1
+                else:
+                    self.indeterminate += 1
+                _record(self.history, "op.fail" if definite else "op.info", process=self.process, op_id=op_id,
+                        f="write", value=key, error=_one_line(exc))
+                conn.close()
+                conn = None
+                self._stop.wait(self.retry_delay)
+                continue
+            self.acknowledged.append(key)
+            _record(self.history, "op.ok", process=self.process, op_id=op_id, f="write", value=key)
+            if self.pause:
+                self._stop.wait(self.pause)
+        if conn is not None:
+            conn.close()
+
+
+def final_read(dsn: str, history: Any = None, process: str = "checker", timeout: float = 30) -> list[int]:
+    """Read every key present on the principal reached by ``dsn`` (retrying until it answers) and
+    record it as ``op.ok f=read_all`` for the DUR-1 checker."""
+    op_id = next(_op_ids)
+    _record(history, "op.invoke", process=process, op_id=op_id, f="read_all", value=None)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+                keys = [r[0] for r in conn.execute(f"SELECT k FROM {TABLE} ORDER BY k").fetchall()]
+            _record(history, "op.ok", process=process, op_id=op_id, f="read_all", value=keys)
+            return keys
+        except psycopg.Error as exc:
+            if time.monotonic() >= deadline:
+                _record(history, "op.fail", process=process, op_id=op_id, f="read_all", error=_one_line(exc))
+                raise
+            time.sleep(0.05)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
