@@ -176,16 +176,17 @@ def client_factory(request: pytest.FixtureRequest, client_spec: str | None) -> C
     return resolve_client(client_spec, _profile_of(rule_ids_of(request.node))).factory
 
 
-@pytest.fixture(autouse=True)
-def _harness_rule_labels(request: pytest.FixtureRequest) -> None:
-    """Validate ``@pytest.mark.rule`` IDs and, with ``--alluredir``, label the test for Allure."""
-    ids = rule_ids_of(request.node)
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Validate ``@pytest.mark.rule`` IDs and, with ``--alluredir``, label the test for Allure - before
+    any fixture is set up, so a test whose topology fixture fails is still labelled."""
+    ids = rule_ids_of(item)
     if not ids:
         return
     from harness.report.allure import allure_active, apply_labels, validate_rule_ids
 
     ids = validate_rule_ids(ids)
-    if allure_active(request.config):
+    if allure_active(item.config):
         apply_labels(ids)
 
 
@@ -211,8 +212,8 @@ def history(request: pytest.FixtureRequest, harness_options: HarnessOptions) -> 
     """A fresh :class:`History` for this test, streamed to ``<history dir>/<test>.jsonl.partial`` while
     the test runs. After the test (passed or failed) it is saved to ``<history dir>/<test>.jsonl`` with
     its SVG timeline beside it, and attached to the Allure result (JSON + SVG) when ``--alluredir`` is
-    on. ``meta`` holds the test id, rule IDs, backend, engine,
-    client, worker, and at the end the outcome and the checked verdicts."""
+    on. ``meta`` holds the test id, rule IDs, backend, engine, client, worker, and at the end the
+    outcome and the checked verdicts."""
     from harness.history.store import HistoryWriter
 
     item = request.node
@@ -284,6 +285,11 @@ class VerdictCheck:
             if not isinstance(v, Verdict):
                 raise ConfigError("check() takes Verdict objects (or a list of them), "
                                   f"not {type(v).__name__}")
+        cited = rule_ids_of(self._item)
+        for v in batch:
+            if cited and v.rule_id not in cited:
+                warnings.warn(f"{self._item.nodeid} checks {v.rule_id} but cites only {', '.join(cited)} "
+                              f"in @pytest.mark.rule: add it so reports label the test", stacklevel=2)
         active = allure_active(self._item.config)
         self.verdicts.extend(batch)
         errors = [verdict_step(v, active) for v in batch]

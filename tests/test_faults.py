@@ -19,9 +19,7 @@ from harness.topology import Pair
 def proxied_pair():
     history = History()
     with Pair(mode="sync", mirror_readable=True, history=history) as pair:
-        unsubscribe = pair.links.subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
         yield pair, history
-        unsubscribe()
 
 
 def connect_seconds(dsn: str, timeout: float = 5) -> tuple[float, BaseException | None]:

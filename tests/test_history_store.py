@@ -158,7 +158,7 @@ json_values = st.recursive(
 field_names = st.text(min_size=1, max_size=10).filter(lambda k: k not in ("index", "t", "type"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["op.ok", "conn.closed", "fault.start", "x.ü"]),
                           st.floats(0, 1e6, allow_nan=False),
                           st.dictionaries(field_names, json_values, max_size=5)), max_size=20))

@@ -853,3 +853,26 @@ def test_registered_as_reference_client(servers: tuple[LocalServer, LocalServer]
     types = {e.type for e in history.events("persist.")}
     assert {"persist.session_open", "persist.session_close", "persist.drain_start",
             "persist.drain_end"} <= types
+
+
+def test_unplanned_failover_without_principal_closes_at_window_end(
+        servers: tuple[LocalServer, LocalServer]) -> None:
+    """PER-3 on an unplanned failover: the idle session is re-attached at once; when no principal
+    answers within the recovery window (0.5 s) it is closed at the end of the window, before the
+    application sends anything, with the PER-3 error."""
+    h = Harness(*servers, recovery_window=0.5)
+    try:
+        c = h.connect()
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            h.current = s.getsockname()  # nothing listens there
+        t0 = time.monotonic()
+        h.a.psql(f"SELECT pg_terminate_backend({pid})")
+        time.sleep(1.2)
+        closed = h.history.events("persist.closed")
+        assert [e.get("rule") for e in closed] == ["PER-3"]
+        assert 0.4 < closed[0].t - t0 < 1.2
+        expect_closed(c, "PER-3", "recovery window")
+    finally:
+        h.close()

@@ -92,6 +92,7 @@ def test_verdict_outcomes_and_saved_histories(pytester: pytest.Pytester) -> None
     meta = json.loads(violated.read_text().splitlines()[0])["meta"]
     assert meta["outcome"] == "failed" and meta["rules"] == ["MIR-4", "DUR-1"]
     assert [v["status"] for v in meta["verdicts"]] == ["kept", "violated"]
+    assert 'class="evidence-mark"' in violated.with_suffix(".svg").read_text()  # evidence event 0
     kept = json.loads(next(hist.glob("test_suite.py_test_kept-*.jsonl")).read_text().splitlines()[0])["meta"]
     assert kept["outcome"] == "passed" and kept["backend"] == "local"
 
@@ -146,6 +147,25 @@ def test_history_is_streamed_while_the_test_runs(pytester: pytest.Pytester) -> N
     assert not list(hist.glob("*.partial")) and len(list(hist.glob("*.jsonl"))) == 1
 
 
+def test_labels_survive_a_failing_session_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile('''
+        import pytest
+        from harness.errors import NodeStartError
+        @pytest.fixture(scope="session")
+        def pair():
+            raise NodeStartError("postgres did not start: port in use")
+        @pytest.mark.rule("PER-1")
+        def test_x(pair):
+            pass
+    ''')
+    result = pytester.runpytest_subprocess("--alluredir", "res", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    (res,) = results(pytester.path / "res").values()
+    assert res["status"] == "broken"
+    assert labels(res, "epic") == ["Persistent connections (PolarProxy)"]
+    assert labels(res, "story") == ["PER-1 Keepalive on switchover"]
+
+
 def test_no_allure_files_without_alluredir(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_suite=SUITE)
     pytester.runpytest("--history-dir", "hist").assert_outcomes(passed=1, failed=3)
@@ -196,6 +216,19 @@ def test_bad_rule_id_in_marker_is_an_error_not_a_pass(pytester: pytest.Pytester)
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     assert "unknown rule ID 'MIR-99'" in result.stdout.str()
+
+
+def test_check_warns_about_uncited_rules(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile('''
+        import pytest
+        from harness.rules import Verdict
+        @pytest.mark.rule("MIR-4")
+        def test_x(check):
+            check(Verdict("MIR-5", True))
+    ''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert "checks MIR-5 but cites only MIR-4" in result.stdout.str()
 
 
 def test_check_rejects_non_verdicts(pytester: pytest.Pytester) -> None:

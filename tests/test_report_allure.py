@@ -43,6 +43,13 @@ def test_rule_link_base_can_be_configured(monkeypatch: pytest.MonkeyPatch) -> No
     assert fa.rule_link("PER-10") == "https://example.org/RULEBOOK.md#per-10"
 
 
+def test_rule_titles_table_has_every_family_range() -> None:
+    expected = {f"{fam}-{n}" for fam, count in (("MIR", 13), ("PER", 10), ("ACR", 9), ("ICM", 7),
+                                                ("DUR", 1), ("OBS", 1)) for n in range(1, count + 1)}
+    assert set(fa.RULE_TITLES) == expected and all(fa.RULE_TITLES.values())
+    assert set(fa.RULE_SEVERITY) <= expected
+
+
 @pytest.mark.skipif(not RULEBOOK.exists(), reason="shared RULEBOOK.md not on this machine")
 def test_rule_titles_cover_every_rulebook_id() -> None:
     ids = set(re.findall(r"\*\*((?:MIR|PER|ACR|ICM|DUR|OBS)-\d+) ", RULEBOOK.read_text()))

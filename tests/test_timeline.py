@@ -156,3 +156,14 @@ def test_mirroring_case_has_about_twenty_attempts_in_fifteen_seconds() -> None:
     starts = h.events("attempt.start")
     assert 18 <= len(starts) <= 30
     assert starts[-1].t - starts[0].t <= 15.0
+
+
+def test_evidence_is_outlined_and_marked() -> None:
+    h = small_history()
+    timeout_end = next(e.index for e in h.events("attempt.end") if e.get("outcome") == "timeout")
+    failed_op = h.events("op.fail")[0].index
+    root = parse(render_svg(h, evidence=[timeout_end, failed_op]))
+    outlined = by_class(root, "evidence")
+    assert sorted(g.get("class", "").split()[0:2][-1] for g in outlined) == ["attempt", "op-fail"]
+    assert len(by_class(root, "evidence-mark")) == 2
+    assert not by_class(parse(render_svg(h)), "evidence-mark")

@@ -334,7 +334,8 @@ class _Svg:
         self.root = ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "version": "1.1",
                                        "font-family": FONT, "font-size": "11"})
         self.layers = {name: ET.SubElement(self.root, "g", {"class": name}) for name in
-                       ("background", "grid", "shading", "lanes", "markers", "bands", "axis", "legend")}
+                       ("background", "lanebg", "grid", "shading", "lanes", "markers", "bands", "axis",
+                        "legend")}
 
     # helpers ---------------------------------------------------------------------------------------
     def x(self, t: float) -> float:
@@ -548,8 +549,9 @@ class _Svg:
     def lane_frame(self, y: float, h: float, label: str, sub: str, kind: str, index: int) -> ET.Element:
         g = self.el(self.layers["lanes"], "g", None, class_=f"lane lane-{kind}", data_lane=label,
                     data_height=h)
-        self.el(g, "rect", None, class_="lane-band", x=0, y=y, width=WIDTH, height=h,
-                fill="#f5f7fa" if index % 2 == 0 else "#ffffff")
+        if index % 2 == 0:  # zebra stripes under the grid and the fault shading
+            self.el(self.layers["lanebg"], "rect", None, class_="lane-band", x=0, y=y, width=WIDTH,
+                    height=h, fill="#f3f5f9")
         self.el(g, "line", None, x1=PLOT_X0, x2=WIDTH - RIGHT_PAD, y1=y + h, y2=y + h, stroke="#e0e0e0")
         text = _fit(label, LABEL_W - 24 - (len(sub) * SMALL_CHAR_W + 6 if sub else 0))
         if not text:
@@ -705,9 +707,14 @@ class _Svg:
             items.append((t_a, t_b, op))
         items.sort(key=lambda it: it[0])
         runs: list[list[Any]] = []
+        last_is_evidence = False
         for t_a, t_b, op in items:
             status = op.status
-            if runs and runs[-1][2] == status and self.x(t_a) - self.x(runs[-1][1]) < 1.5:
+            is_evidence = bool(self.evidence) and any(
+                ev is not None and ev.index in self.evidence for ev in (op.invoke, op.done))
+            mergeable = not is_evidence and not last_is_evidence
+            last_is_evidence = is_evidence
+            if mergeable and runs and runs[-1][2] == status and self.x(t_a) - self.x(runs[-1][1]) < 1.5:
                 run = runs[-1]
                 run[1] = max(run[1], t_b)
                 run[3].append(op)
@@ -763,6 +770,8 @@ class _Svg:
                   ("tick", "#000000", "retry time")]
         items += [("line", MARKER_STYLE[k][0], MARKER_STYLE[k][2]) for k in
                   ("role.change", "node.start", "node.stop", "node.kill", "node.pause")]
+        if self.evidence:
+            items.append(("evidence", EVIDENCE_COLOUR, "verdict evidence"))
         self.text(g, 10, y + 9, "Legend", None, font_weight="bold", fill="#333333")
         x = 70.0
         for shape, colour, label in items:
@@ -778,6 +787,9 @@ class _Svg:
             elif shape == "tick":
                 self.el(item, "rect", label, x=x, y=y + 2, width=14, height=9, fill=OUTCOMES["timeout"][0])
                 self.el(item, "line", None, x1=x + 9, x2=x + 9, y1=y, y2=y + 13, stroke=colour)
+            elif shape == "evidence":
+                self.el(item, "rect", label, x=x, y=y + 1, width=14, height=10, fill="#ffffff",
+                        stroke=colour, stroke_width="2")
             elif shape == "op":
                 self.el(item, "rect", label, x=x, y=y + 3, width=14, height=6, fill=colour)
             elif shape == "fault":

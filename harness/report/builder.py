@@ -95,7 +95,8 @@ def build_report(results: Path | None = None, output: Path | None = None, *, sin
     carry_trend_history(output, results)
     write_categories(results, overwrite=False)
     if not (results / "environment.properties").exists():
-        write_environment(results, environment or collect_environment("local", "postgres", None))
+        write_environment(results, environment or collect_environment(
+            "not recorded", "not recorded", None, extra={"client": "not recorded"}))
     env = dict(os.environ, ALLURE_NO_ANALYTICS="true")
     env.setdefault("JAVA_HOME", str(Path(java).resolve().parent.parent))
     cmd = [str(allure), "generate", str(results), "-o", str(output), "--clean"]

@@ -199,6 +199,7 @@ class LocalTopology:
                     self.run_as.chown(d)
                 pg.copy_template(template, *(self.path / n / "data" for n in names))
                 self.links.setup(self)
+                self._forward_proxy_events()
                 for node in self._state["nodes"]:
                     host, port = self.links.client_address(node["name"])
                     node["client_host"], node["client_port"] = host, port
@@ -220,10 +221,22 @@ class LocalTopology:
                    nodes=[{k: v for k, v in n.to_dict().items() if k != "dsn"} for n in self.nodes])
         return self
 
+    def _forward_proxy_events(self) -> None:
+        """Record the fault proxy's connection events into the history (when both exist)."""
+        subscribe = getattr(self.links, "subscribe", None)
+        if self.history is None or subscribe is None:
+            return
+        history = self.history
+        self._unsubscribe = subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
+
     def down(self) -> None:
         """Stop every process of the run and delete its directory (safe to call twice)."""
         if not self.run_id:
             return
+        unsubscribe = getattr(self, "_unsubscribe", None)
+        if unsubscribe is not None:
+            unsubscribe()
+            self._unsubscribe = None
         try:
             self.links.teardown()
         finally:

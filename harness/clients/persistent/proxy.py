@@ -84,6 +84,7 @@ class ProxyConfig:
     snapshot_at_drain: bool = True
     database: str = "postgres"  # database used by the proxy's own probes
     auth_timeout: float = 60.0  # startup + authentication of a front client
+    eager_reattach: bool = True  # unplanned failover: re-attach idle sessions at once
     auto_resume: bool = False
 
     def __post_init__(self) -> None:
@@ -126,6 +127,7 @@ class Session:
         self.close_reason: str | None = None
         self.opened_at = time.monotonic()
         self.lost_at: float | None = None  # when an unplanned failover broke the back connection
+        self.reattach_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ helpers
     async def _read_exact(self, n: int) -> bytes:
@@ -173,7 +175,7 @@ class Session:
             self.back.close()
             self.back = None
         current = asyncio.current_task()
-        for task in (self.back_task, self.task):
+        for task in (self.back_task, self.task, self.reattach_task):
             if task is not None and task is not current and not task.done():
                 task.cancel()
 
@@ -476,12 +478,22 @@ class Session:
         if blocker is None:
             self.proxy._emit("persist.back_lost", session=self.id, kept=True, error=server_error)
             self.proxy._count_kept(self)
+            if self.proxy.config.eager_reattach and not self.proxy._holding:
+                self.reattach_task = asyncio.create_task(self._reattach_now())
             return
         reason, rule = blocker
         self.proxy._emit("persist.back_lost", session=self.id, kept=False, error=server_error)
         await self.fail(CONNECTION_FAILURE,
                         f"persistent connection not kept across failover: {reason} ({rule})",
                         rule=rule, reason=reason, detail=f"back connection lost: {server_error}")
+
+    async def _reattach_now(self) -> None:
+        """Unplanned failover, eager mode: re-attach at once (retrying for the recovery window),
+        so that an idle client is closed with PER-3 at the end of the window, not at its next use."""
+        try:
+            await self._ensure_back()
+        except SessionClosed:
+            pass
 
     # ------------------------------------------------------------------ front side
     async def _front_loop(self) -> None:

@@ -1,0 +1,44 @@
+"""DUR-1 (cross-cutting): no acknowledged write is lost across planned switchovers and an unplanned
+failover of a synchronous pair. The writer finds the principal itself through the fault proxies
+(libpq multi-host, target_session_attrs=read-write); a write whose connection broke mid-commit is
+recorded as indeterminate (``op.info``) and not judged."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.rules.durability import check_no_acknowledged_write_lost
+from harness.workload import KeyWriter, final_read
+from harness.workload.keywriter import ensure_table
+
+
+@pytest.mark.rule("DUR-1")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_no_acknowledged_commit_lost_across_switchovers_and_failover(pair, faults, history, check):
+    ensure_table(pair.dsn())
+    with KeyWriter(pair.dsn, history, process="writer-1"), KeyWriter(pair.dsn, history, process="writer-2",
+                                                                     start=1_000_000):
+        for _ in range(3):
+            time.sleep(0.3)
+            faults.switchover()
+        time.sleep(0.3)
+        faults.failover()
+        time.sleep(0.3)
+        pair.rejoin()
+        time.sleep(0.3)
+    final_read(pair.dsn(), history)
+    check(check_no_acknowledged_write_lost(history.events(), mode=pair.mode))
+
+
+@pytest.mark.rule("DUR-1")
+@pytest.mark.topology(mode="sync", mirror_readable=True, nodes=3)
+def test_no_acknowledged_commit_lost_when_a_group_fails_over(group, faults, history, check):
+    ensure_table(group.dsn())
+    with KeyWriter(group.dsn, history):
+        time.sleep(0.3)
+        faults.failover()
+        time.sleep(0.5)
+    final_read(group.dsn(), history)
+    check(check_no_acknowledged_write_lost(history.events(), mode=group.mode))
