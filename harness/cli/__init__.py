@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "harness.cli.report_cmds",
     "harness.cli.run_cmds",
     "harness.cli.persistent_cmds",
+    "harness.cli.matrix_cmds",
 ]
 
 
