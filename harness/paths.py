@@ -1,8 +1,8 @@
 """Where the harness keeps machine-wide state: run directories and cached data-directory templates.
 
 Everything lives under one base directory (``FAILOVER_HARNESS_HOME``, default
-``/dev/shm/failover-harness`` or ``/tmp/failover-harness``) that the unprivileged database user can traverse, so that ``down --all``
-can find every run that any process on this machine left behind.
+``/dev/shm/failover-harness`` or ``/tmp/failover-harness``) that the unprivileged database user can
+traverse, so that ``down --all`` can find every run that any process on this machine left behind.
 """
 
 from __future__ import annotations

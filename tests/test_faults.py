@@ -52,12 +52,22 @@ def raw_connect(address: tuple[str, int], payload: bytes = b"\x00\x00\x00\x08\x0
 
 
 def test_addresses_are_proxies_and_keep_meaning_their_node_after_switchover(proxied_pair):
-    pair, _ = proxied_pair
+    pair, history = proxied_pair
     before = {n.name: n.client_address for n in pair.nodes}
     for node in pair.nodes:
         assert node.client_address != node.server_address
-    pair.switchover()
+    mark = len(history)
+    done = Faults(pair, history).switchover()
+    assert done.result.principal == "n2"
     assert {n.name: n.client_address for n in pair.nodes} == before
+    events = history.events()[mark:]
+    fault = [e for e in events if e.type.startswith("fault.")]
+    assert [e.type for e in fault] == ["fault.start", "fault.end"] and fault[1].get("error") is None
+    roles = [(e.get("node"), e.get("new_role")) for e in events if e.type == "role.change"]
+    assert ("n2", "principal") in roles and ("n1", "mirror") in roles
+    # the old principal now streams from n2 through its own replication proxy
+    repl = [e for e in events if e.type == "conn.upstream_connected" and e.get("proxy", "").endswith("repl-n1")]
+    assert repl and repl[-1].get("upstream") == f"127.0.0.1:{pair.node('n2').server_address[1]}"
     with psycopg.connect(pair.node("n1").dsn()) as conn:  # n1 is now the mirror: hot standby
         assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
     with psycopg.connect(pair.principal.dsn()) as conn:

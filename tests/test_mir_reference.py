@@ -112,8 +112,8 @@ class Listener:
 
     def close(self) -> None:
         self._stop.set()
-        self.sock.close()
         self._thread.join(2)
+        self.sock.close()
 
 
 def closed_port() -> int:
@@ -195,8 +195,8 @@ class RecordingProxy:
 
     def close(self) -> None:
         self._stop.set()
-        self.sock.close()
         self._thread.join(2)
+        self.sock.close()
 
 
 @pytest.fixture

@@ -134,3 +134,20 @@ def test_cli_bad_inputs_give_one_clear_line(isolated_home):
     assert no_run.returncode == 2 and "no run 'nope'" in no_run.stderr and "Traceback" not in no_run.stderr
     no_target = subprocess.run(FH + ["down"], env=isolated_home, capture_output=True, text=True, timeout=60)
     assert no_target.returncode == 2 and "--all" in no_target.stderr
+
+
+def test_up_in_the_foreground_tears_down_on_ctrl_c(isolated_home):
+    """Without --detach, ``up`` prints the run and stays until Ctrl-C (SIGINT), then tears down:
+    servers, fault proxy and run directory."""
+    proc = subprocess.Popen(FH + ["up", "--topology", "pg-pair", "--json"], env=isolated_home,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    desc = json.loads(proc.stdout.readline())
+    run_dir = Path(isolated_home["FAILOVER_HARNESS_HOME"]) / "runs" / desc["run"]
+    ports = [int(n["client_address"].rsplit(":", 1)[1]) for n in desc["nodes"]]
+    ports += [int(n["server_address"].rsplit(":", 1)[1]) for n in desc["nodes"]]
+    assert run_dir.exists() and all(_listening(p) for p in ports)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0
+    assert "torn down" in proc.stderr.read()
+    assert not run_dir.exists()
+    assert not any(_listening(p) for p in ports)

@@ -10,7 +10,7 @@ import sys
 
 from harness.clients.registry import PROFILES, known_clients
 from harness.errors import ConfigError
-from harness.paths import reports_dir, repo_root
+from harness.paths import repo_root, reports_dir
 from harness.report.matrix import all_rules, build_matrix, collect_cells, write_matrix
 
 PROFILE_FAMILY = {"mirroring": "MIR", "persistent": "PER", "acr": "ACR", "icm": "ICM"}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import ConfigError
-from harness.paths import reports_dir, repo_root
+from harness.paths import repo_root, reports_dir
 
 
 def pytest_args(args: argparse.Namespace) -> list[str]:
