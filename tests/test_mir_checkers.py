@@ -754,3 +754,25 @@ def test_mir_11_in_flight_op_and_newer_connection_are_not_judged() -> None:
     q = h.invoke(1.5, f="query")  # invoked after the break: must fail
     h.finish(1.51, q, "ok", f="query")
     assert check_mir_11(h.events, **P).valid is False
+
+
+def test_mir_6_open_succeeding_after_the_login_timeout_is_a_violation() -> None:
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, 0.08)
+    h.conn(B, 0.08, None)  # the attempt opens only at 1.5 s, LT = 1 s
+    h.finish(1.5, op, "ok")
+    v = check_mir_6(h.events, **P, login_timeout=1.0)
+    assert v.valid is False and "attempt 2 (failover, round 1) opened at +1.500 s" in v.observed
+
+
+def test_a_long_lived_opened_connection_is_not_a_long_attempt() -> None:
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, 0.08)
+    h.conn(B, 0.08, 60.0)  # opened at 0.1 s, used for a minute, closed by the application
+    h.finish(0.1, op, "ok")
+    h.add("attempt.start", 0.0, process="other", attempt=1, target="initial")  # unrelated noise
+    for check in (check_mir_5, check_mir_6):
+        assert check(h.events, **P, login_timeout=1.0).valid is not False
+    assert check_mir_5(h.events, **P, login_timeout=1.0).valid is True

@@ -26,7 +26,8 @@ def test_labels_for_a_mirroring_test() -> None:
     assert labels["features"] == ["MIR - database mirroring client", "OBS - observability"]
     assert labels["stories"] == ["MIR-5 Retry time schedule", "OBS-1 Harness error is not a violation"]
     assert labels["severity"] == "critical"
-    assert labels["links"][0] == ("RULEBOOK.md#mir-5", "MIR-5 Retry time schedule")
+    assert labels["links"][0] == (fa.rule_link("MIR-5"), "MIR-5 Retry time schedule")
+    assert fa.rule_link("MIR-5").endswith("docs/rules.md#mir-5")
     assert fa.labels_for_rules([]) == {}
 
 

@@ -103,7 +103,7 @@ RULE_SEVERITY: dict[str, str] = {
 SEVERITY_ORDER = ["trivial", "minor", "normal", "critical", "blocker"]
 
 RULEBOOK_URL_ENV = "FAILOVER_HARNESS_RULEBOOK_URL"
-DEFAULT_RULEBOOK_URL = "RULEBOOK.md"
+DEFAULT_RULEBOOK_URL = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").as_uri()  # offline, this checkout
 
 CATEGORIES: list[dict[str, Any]] = [
     {"name": "Rule violations",
@@ -149,8 +149,8 @@ def validate_rule_ids(rule_ids: Iterable[str]) -> list[str]:
 
 
 def rule_link(rule_id: str) -> str:
-    """The URL of a rule's text: ``<RULEBOOK>#mir-5`` (env FAILOVER_HARNESS_RULEBOOK_URL overrides
-    the repo-relative ``RULEBOOK.md``)."""
+    """The URL of a rule's text: ``<rules>#mir-5`` - this checkout's docs/rules.md (anchors per rule
+    ID, generated from the rulebook) unless env FAILOVER_HARNESS_RULEBOOK_URL names another page."""
     base = os.environ.get(RULEBOOK_URL_ENV, DEFAULT_RULEBOOK_URL)
     return f"{base}#{rule_id.lower()}"
 

@@ -410,10 +410,12 @@ def _classify(a: Attempt, o: Open, last: bool) -> str:
 
 
 def _end_time(a: Attempt, o: Open, horizon: float) -> float:
-    if a.end is not None:
-        return a.end
+    """When the attempt stopped being an attempt: the open's success for the opened one (the
+    connection lives on), its close otherwise, or the end of the history while still held."""
     if a.outcome == "opened" and o.end is not None:
         return o.end.t
+    if a.end is not None:
+        return a.end
     return horizon
 
 
@@ -866,22 +868,25 @@ def check_mir_6(
     for o in _usable(opens):
         deadline = o.t0 + lt
         for a in o.attempts:
-            end = _end_time(a, o, horizon)
-            if a.outcome != "opened" and end > deadline + tol and (a.end is not None or horizon > deadline + tol):
+            opened = a.outcome == "opened" and o.end is not None
+            end = o.end.t if opened and o.end is not None else _end_time(a, o, horizon)
+            if end > deadline + tol and (a.end is not None or opened or horizon > deadline + tol):
+                what = "opened" if opened else "ended"
                 return _verdict(
                     rule,
                     False,
                     expected,
-                    f"{a.label()} ended at +{_s(o.rel(end))}, {_s(end - deadline)} past the login timeout",
-                    (o.invoke.index, *a.events),
+                    f"{a.label()} {what} at +{_s(o.rel(end))}, {_s(end - deadline)} past the login timeout",
+                    (o.invoke.index, *a.events, *((o.end.index,) if opened and o.end is not None else ())),
                     opens,
                 )
-        if o.end is not None and o.end.type != "op.ok" and o.end.t > deadline + tol:
+        if o.end is not None and o.end.t > deadline + tol:
+            what = {"op.ok": "succeeded", "op.fail": "failed"}.get(o.end.type, "ended")
             return _verdict(
                 rule,
                 False,
                 expected,
-                f"open at event {o.invoke.index} failed at +{_s(o.rel(o.end.t))}, "
+                f"open at event {o.invoke.index} {what} at +{_s(o.rel(o.end.t))}, "
                 f"{_s(o.end.t - deadline)} past the login timeout",
                 (o.invoke.index, o.end.index),
                 opens,

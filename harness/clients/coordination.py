@@ -1,0 +1,125 @@
+"""Coordinated switchover (RULEBOOK PER-1, PER-4): a small hook protocol through which the harness's
+``switchover`` fault tells a client that coordinates - a persistent-connection proxy, a pooler - that
+a planned role swap is about to happen (drain) and that it is over (resume at the new principal).
+
+Any adapter can take part by implementing :class:`SwitchoverCoordinator`::
+
+    class MyPooler:
+        def before_switchover(self) -> dict | None: ...      # drain: hold new work, wait for idle
+        def after_switchover(self, new_principal_address) -> dict | None: ...   # re-point, resume
+
+and being registered on the fault vocabulary with ``faults.coordinate(client)``. Without a
+registered coordinator the switchover behaves exactly as before. Every step is recorded in the
+history:
+
+| type | fields |
+|---|---|
+| ``coord.before`` / ``coord.after`` | ``client`` (its name), ``fault_id`` (of the switchover) - the hook starts |
+| ``coord.before_done`` / ``coord.after_done`` | ``client``, ``fault_id``, ``seconds``, ``result`` (what the hook returned, JSON-safe) |
+| ``coord.error`` | ``client``, ``fault_id``, ``phase`` (``before``/``after``), ``error`` |
+
+A hook that raises is a harness problem of the coordinating adapter: it is recorded as
+``coord.error`` and re-raised as :class:`CoordinationError` (a HarnessError) - never a rule verdict.
+``after_switchover`` hooks run even when the role swap itself failed, so a drained client is always
+released.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from harness.errors import ConfigError, HarnessError
+
+Address = tuple[str, int]
+Recorder = Callable[..., Any]
+
+
+class CoordinationError(HarnessError):
+    """A coordinating client's ``before_switchover`` / ``after_switchover`` hook failed."""
+
+
+@runtime_checkable
+class SwitchoverCoordinator(Protocol):
+    """A client that wants to be told about planned switchovers (PER-1/PER-4 drain and resume)."""
+
+    def before_switchover(self) -> Any:
+        """Called before the principal goes away: drain (hold new work, wait up to the client's drain
+        window for active work to end). May return a JSON-safe summary (recorded)."""
+
+    def after_switchover(self, new_principal_address: Address) -> Any:
+        """Called once the new principal is up, with the address clients should now reach it at:
+        re-point and resume. May return a JSON-safe summary (recorded)."""
+
+
+def check_coordinator(client: Any) -> SwitchoverCoordinator:
+    """``client`` itself if it implements :class:`SwitchoverCoordinator`, else a ConfigError naming
+    the two missing methods (PER-1/PER-4 coordination)."""
+    if not isinstance(client, SwitchoverCoordinator):
+        raise ConfigError(f"{type(client).__name__} cannot coordinate switchovers: it needs the methods "
+                          "before_switchover() and after_switchover(new_principal_address) "
+                          "(harness.clients.coordination.SwitchoverCoordinator)")
+    return client
+
+
+def coordinator_name(client: Any) -> str:
+    """The name recorded in ``coord.*`` events: the client's ``name`` attribute, else its class."""
+    name = getattr(client, "name", None)
+    return str(name) if name else type(client).__name__
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_json_safe(v) for v in value]
+    return str(value)
+
+
+def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Callable[[], Any],
+                    new_address: Callable[[], Address], record: Recorder | None = None,
+                    fault_id: Any = None) -> Any:
+    """Run a planned switchover ``action`` between the coordinators' hooks (PER-1/PER-4):
+    every ``before_switchover()`` in order, ``action()``, then every ``after_switchover(new_address())``
+    in reverse order (always, even if the action failed). Returns ``action()``'s result. With no
+    coordinators this is just ``action()``."""
+    if not coordinators:
+        return action()
+
+    def emit(type_: str, **fields: Any) -> None:
+        if record is not None:
+            record(type_, fault_id=fault_id, **fields)
+
+    def hook(phase: str, client: SwitchoverCoordinator, call: Callable[[], Any]) -> None:
+        name = coordinator_name(client)
+        emit(f"coord.{phase}", client=name)
+        t0 = time.monotonic()
+        try:
+            result = call()
+        except Exception as exc:
+            emit("coord.error", client=name, phase=phase, error=f"{type(exc).__name__}: {exc}")
+            raise CoordinationError(f"{phase}_switchover of {name} failed: {type(exc).__name__}: {exc}") from exc
+        emit(f"coord.{phase}_done", client=name, seconds=time.monotonic() - t0, result=_json_safe(result))
+
+    drained: list[SwitchoverCoordinator] = []
+    try:
+        for client in coordinators:
+            hook("before", client, client.before_switchover)
+            drained.append(client)
+        result = action()
+    finally:
+        errors: list[BaseException] = []
+        address: Address | None = None
+        for client in reversed(drained):
+            try:
+                if address is None:
+                    address = new_address()
+                hook("after", client, lambda c=client, a=address: c.after_switchover(a))
+            except Exception as exc:  # noqa: BLE001 - release every client, then report the first
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+    return result
