@@ -333,9 +333,25 @@ class Faults:
         with self._role_op("failover", target) as result:
             return Completed(result)
 
+    def coordinate(self, client: Any) -> Callable[[], None]:
+        """Tell ``client`` (a :class:`harness.clients.coordination.SwitchoverCoordinator`) about every
+        later ``switchover``: ``before_switchover()`` first, ``after_switchover(new principal's
+        client address)`` after (``coord.*`` events). Returns a function that stops it."""
+        from harness.clients.coordination import check_coordinator
+
+        coordinators = self.__dict__.setdefault("_coordinators", [])
+        coordinators.append(check_coordinator(client))
+        return lambda: coordinators.remove(client) if client in coordinators else None
+
     @contextlib.contextmanager
     def _role_op(self, fault: str, target: str | None) -> Iterator[OperationResult]:
-        with self._recorded(fault, target, {"principal_before": self.topology.principal.name}):
+        with self._recorded(fault, target, {"principal_before": self.topology.principal.name}) as fid:
+            if fault == "switchover" and self.__dict__.get("_coordinators"):
+                from harness.clients.coordination import run_coordinated
+
+                yield run_coordinated(list(self._coordinators), lambda: self.topology.switchover(target),
+                                      lambda: self.topology.principal.client_address, self._record, fid)
+                return
             yield getattr(self.topology, fault)(target)
 
     # ---------------------------------------------------------------------------- heal

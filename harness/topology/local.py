@@ -217,6 +217,7 @@ class LocalTopology:
         except BaseException:
             self.down()
             raise
+        self._emit("mirroring.partner", node=self.principal.name, partner=self._partner_of_principal())
         self._emit("topology.up", topology=self.topology, seconds=time.monotonic() - t0,
                    nodes=[{k: v for k, v in n.to_dict().items() if k != "dsn"} for n in self.nodes])
         return self
@@ -542,6 +543,7 @@ class LocalTopology:
         self._write_conf(new)
         signal_pid(newp["pid"], signal.SIGHUP)
         self._promote(new)
+        self._emit("mirroring.partner", node=new, partner=self._partner_of_principal())
         self.links.roles_changed(self)
         for other in live_standbys:
             self._reload(other["name"])
@@ -636,6 +638,7 @@ class LocalTopology:
             with pg.admin_connect(self.socket_dir(principal), s["port"]) as conn:
                 seen = conn.execute("SHOW mirroring.partner").fetchone()[0]
             if seen == wanted:
+                self._emit("mirroring.partner", node=principal, partner=seen)
                 return
             time.sleep(0.005)
         raise TopologyError(f"principal {principal} still publishes mirroring.partner={seen!r}, not {wanted!r}")
