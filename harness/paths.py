@@ -26,36 +26,29 @@ def default_home() -> Path:
 def harness_home() -> Path:
     """The base directory for runs and templates (env ``FAILOVER_HARNESS_HOME``, default
     :func:`default_home`)."""
-    base = Path(os.environ.get("FAILOVER_HARNESS_HOME") or default_home())
-    base.mkdir(parents=True, exist_ok=True)
+    return shared_dir(Path(os.environ.get("FAILOVER_HARNESS_HOME") or default_home()))
+
+
+def shared_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) as a sticky world-writable directory, like /tmp, so that the
+    harness, the unprivileged database user and other users' runs can all use it."""
+    path.mkdir(parents=True, exist_ok=True)
     try:
-        base.chmod(0o1777)
+        path.chmod(0o1777)
     except PermissionError:
-        pass
-    return base
+        pass  # someone else's: it is already set up
+    return path
 
 
 def runs_dir() -> Path:
     """Directory holding one sub-directory per run (PIDs, logs, data, state)."""
-    d = harness_home() / "runs"
-    d.mkdir(exist_ok=True)
-    try:
-        d.chmod(0o1777)
-    except PermissionError:
-        pass
-    return d
+    return shared_dir(harness_home() / "runs")
 
 
 def templates_dir() -> Path:
     """Directory holding cached ``initdb`` templates, one per engine version and settings hash
     (env ``FAILOVER_HARNESS_TEMPLATES``; default ``<harness home>/templates``)."""
-    d = Path(os.environ.get("FAILOVER_HARNESS_TEMPLATES", harness_home() / "templates"))
-    d.mkdir(parents=True, exist_ok=True)
-    try:
-        d.chmod(0o1777)
-    except PermissionError:
-        pass
-    return d
+    return shared_dir(Path(os.environ.get("FAILOVER_HARNESS_TEMPLATES", harness_home() / "templates")))
 
 
 def repo_root() -> Path:

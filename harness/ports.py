@@ -12,17 +12,11 @@ import os
 import socket
 from pathlib import Path
 
-from harness.paths import harness_home
+from harness.paths import harness_home, shared_dir
 
 
 def _ports_dir() -> Path:
-    d = harness_home() / "ports"
-    d.mkdir(exist_ok=True)
-    try:
-        d.chmod(0o1777)
-    except PermissionError:
-        pass
-    return d
+    return shared_dir(harness_home() / "ports")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -43,6 +43,11 @@ def _register() -> None:
 
 _register()
 
+# The PER profile's other clients (pgbouncer-session, pgbouncer-transaction, direct): see adapters.py.
+from . import adapters as _adapters  # noqa: E402
+
+_adapters.register()
+
 __all__ = [
     "AdminServer",
     "BackendError",

@@ -1,0 +1,529 @@
+"""Clients under test of the PER profile behind one uniform interface (RULEBOOK PER-1..PER-8):
+
+* ``reference`` - the harness's own persistent-connection proxy (:class:`ReferenceClient`);
+* ``pgbouncer-session`` / ``pgbouncer-transaction`` - real PgBouncer 1.18 (Debian) in session or
+  transaction pooling, coordinated with ``PAUSE`` / re-point ``[databases]`` + ``RELOAD`` / ``RESUME``
+  on its admin console (:class:`PgBouncerClient`);
+* ``direct`` - plain psycopg straight to the principal's client-facing address: no proxy, every
+  connection is lost at a switchover (:class:`DirectClient`, the baseline).
+
+Each is a :class:`PersistentClient`: ``start()`` in front of a pair, ``dsn()`` for application
+sessions, ``before_switchover()`` / ``after_switchover(address)`` when ``coordinates`` (register it
+with ``faults.coordinate(client)``), ``stop()``. Factories take the same keywords
+(``pair``, ``history``, ``drain_window``, ``recovery_window``); :func:`open_client` turns whatever
+``client_factory`` the suites got (including the colleague's raw ``reference`` factory or an
+import path) into a started :class:`PersistentClient`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import psycopg
+
+from harness.errors import ConfigError, HarnessError, MissingDependencyError
+from harness.ports import allocate_port, release_port
+from harness.topology import postgres as pg
+from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
+
+Address = tuple[str, int]
+PGBOUNCER_BIN = os.environ.get("FAILOVER_HARNESS_PGBOUNCER", "pgbouncer")
+
+
+class ClientStartError(HarnessError):
+    """A client under test could not be started (a harness problem, never a rule verdict)."""
+
+
+@runtime_checkable
+class PersistentClient(Protocol):
+    """What the PER suites need from a client under test (uniform over every adapter)."""
+
+    name: str
+    coordinates: bool
+
+    def start(self) -> Address:
+        """Start in front of the pair; returns the address application sessions connect to."""
+
+    def dsn(self, dbname: str = ..., **params: Any) -> str:
+        """libpq connection string for one application session through this client."""
+
+    def before_switchover(self) -> Any:
+        """Drain before a planned switchover (only called when ``coordinates``)."""
+
+    def after_switchover(self, new_principal_address: Address) -> Any:
+        """Re-point and resume after a planned switchover (only called when ``coordinates``)."""
+
+    def stop(self) -> None:
+        """Stop, releasing every process, port and file."""
+
+
+class _Base:
+    """Shared plumbing: context manager, dsn built from ``address``, ``describe``."""
+
+    name = "client"
+    coordinates = True
+
+    def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
+                 recovery_window: float = 60.0, user: str = pg.APP_USER, password: str = pg.APP_PASSWORD) -> None:
+        if pair is None:
+            raise ConfigError(f"client {self.name} needs pair= (the topology it fronts)")
+        if drain_window <= 0 or recovery_window <= 0:
+            raise ConfigError("drain_window and recovery_window must be > 0 seconds")
+        self.pair = pair
+        self.history = history
+        self.drain_window = float(drain_window)
+        self.recovery_window = float(recovery_window)
+        self.user = user
+        self.password = password
+        self.address: Address | None = None
+
+    def _emit(self, type_: str, **fields: Any) -> None:
+        if self.history is not None:
+            self.history.record(type_, client=self.name, **fields)
+
+    def dsn(self, dbname: str = pg.APP_DATABASE, **params: Any) -> str:
+        """libpq connection string for an application session through this client."""
+        if self.address is None:
+            raise ConfigError(f"client {self.name} is not started: call start() first")
+        host, port = self.address
+        extra = "".join(f" {k}={v}" for k, v in params.items())
+        return f"host={host} port={port} dbname={dbname} user={self.user} password={self.password}{extra}"
+
+    def describe(self) -> dict[str, Any]:
+        """Name, address and windows (recorded in history meta by the suites)."""
+        addr = f"{self.address[0]}:{self.address[1]}" if self.address else None
+        return {"client": self.name, "address": addr, "coordinates": self.coordinates,
+                "drain_window": self.drain_window, "recovery_window": self.recovery_window}
+
+    def __enter__(self) -> Any:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Address:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------ direct
+
+
+class DirectClient(_Base):
+    """Baseline (PER-1..8 expected violated where a proxy matters): sessions connect straight to the
+    current principal's client-facing address; nothing coordinates, nothing is kept."""
+
+    name = "direct"
+    coordinates = False
+
+    def start(self) -> Address:
+        """Nothing to start: the address is the principal's at start time (fixed afterwards, as an
+        application configured with one host would be)."""
+        self.address = tuple(self.pair.principal.client_address)  # type: ignore[assignment]
+        self._emit("client.start", address=f"{self.address[0]}:{self.address[1]}")
+        return self.address  # type: ignore[return-value]
+
+    def dsn(self, dbname: str = pg.APP_DATABASE, **params: Any) -> str:
+        """A multi-host string over every node (``target_session_attrs=read-write``) so that a
+        session that reconnects finds the new principal - the connection itself is never kept."""
+        if self.address is None:
+            raise ConfigError("client direct is not started: call start() first")
+        return self.pair.dsn(dbname=dbname, user=self.user, password=self.password, **params)
+
+    def before_switchover(self) -> Any:
+        """Not coordinated (never called by the suites)."""
+        return None
+
+    def after_switchover(self, new_principal_address: Address) -> Any:
+        """Not coordinated."""
+        return None
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+        if self.address is not None:
+            self._emit("client.stop")
+        self.address = None
+
+
+# --------------------------------------------------------------------------------- reference
+
+
+class ReferenceClient(_Base):
+    """The reference persistent-connection proxy (:class:`ThreadedPersistentProxy`, PER-1..8) in
+    front of the pair, reaching the principal through its client-facing (fault-proxied) address;
+    ``before_switchover`` = ``drain()``, ``after_switchover(address)`` = ``resume(address)``."""
+
+    name = "reference"
+
+    def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
+                 recovery_window: float = 60.0, **options: Any) -> None:
+        super().__init__(pair, history, drain_window, recovery_window)
+        from harness.clients.persistent import ProxyConfig, ThreadedPersistentProxy
+
+        self.config = ProxyConfig(user=self.user, password=self.password,
+                                  resolver=lambda: self.pair.principal.client_address,
+                                  on_event=history.record if history is not None else None,
+                                  drain_window=self.drain_window, recovery_window=self.recovery_window,
+                                  **options)
+        self.proxy = ThreadedPersistentProxy(self.config)
+
+    def start(self) -> Address:
+        """Start the proxy thread and listener."""
+        self.address = self.proxy.start()
+        self._emit("client.start", address=f"{self.address[0]}:{self.address[1]}")
+        return self.address
+
+    def before_switchover(self) -> Any:
+        """PER-4: drain (hold new work, wait up to the drain window, keep or close each session)."""
+        return self.proxy.drain()
+
+    def after_switchover(self, new_principal_address: Address) -> Any:
+        """PER-1/2/3: reconnect kept sessions to the new principal, replay state, release them."""
+        return self.proxy.resume(tuple(new_principal_address))
+
+    def status(self) -> dict[str, Any]:
+        """The proxy's status (sessions, counters)."""
+        return self.proxy.status()
+
+    def stop(self) -> None:
+        """Stop the proxy (closes every session)."""
+        if self.address is not None:
+            self.proxy.stop()
+            self._emit("client.stop")
+        self.address = None
+
+
+# --------------------------------------------------------------------------------- pgbouncer
+
+_INI = """[databases]
+{databases}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir = {dir}
+auth_type = scram-sha-256
+auth_file = {dir}/userlist.txt
+admin_users = {user}
+pool_mode = {pool_mode}
+max_client_conn = 500
+default_pool_size = {pool_size}
+server_login_retry = {server_login_retry}
+query_wait_timeout = {query_wait_timeout}
+server_connect_timeout = 5
+ignore_startup_parameters = extra_float_digits,options
+pidfile = {dir}/pgbouncer.pid
+logfile = {dir}/pgbouncer.log
+log_connections = 1
+log_disconnections = 1
+"""
+
+
+def pgbouncer_version() -> str:
+    """``pgbouncer --version`` first line, or MissingDependencyError naming the install command."""
+    path = shutil.which(PGBOUNCER_BIN)
+    if path is None:
+        raise MissingDependencyError("pgbouncer is not installed: apt-get install -y pgbouncer "
+                                     "(scripts/setup.sh lists it), or set FAILOVER_HARNESS_PGBOUNCER")
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    return (out.stdout or out.stderr).splitlines()[0].strip()
+
+
+class PgBouncerClient(_Base):
+    """Real PgBouncer 1.18 (session or transaction pooling) as a PER-profile client: run in the
+    foreground as the unprivileged database user from its own ini in a folder of the pair's run
+    directory (so the run's teardown kills it even if this object is lost). Coordinated switchover:
+    ``PAUSE`` (waits up to the drain window for server connections to be released; in session mode it
+    never completes while clients are connected) -> the switchover -> ``[databases]`` rewritten to the
+    new principal + ``RELOAD`` -> ``RESUME``. ``server_login_retry`` 0.5 s (FACTS: the default 15 s
+    refuses logins long after a re-point); ``query_wait_timeout`` = the recovery window (PER-3's
+    analogue: a client waiting that long for a server is disconnected)."""
+
+    def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
+                 recovery_window: float = 60.0, pool_mode: str = "transaction", pool_size: int = 40,
+                 server_login_retry: float = 0.5, via_fault_proxy: bool = True) -> None:
+        if pool_mode not in ("session", "transaction"):
+            raise ConfigError(f"pgbouncer pool_mode must be 'session' or 'transaction', not {pool_mode!r}")
+        self.name = f"pgbouncer-{pool_mode}"
+        super().__init__(pair, history, drain_window, recovery_window)
+        self.pool_mode = pool_mode
+        self.pool_size = pool_size
+        self.server_login_retry = server_login_retry
+        self.via_fault_proxy = via_fault_proxy
+        self.dir: Path | None = None
+        self.port: int | None = None
+        self.pid: int | None = None
+        self.version: str | None = None
+        self._target: Address | None = None
+        self._pause_conn: psycopg.Connection | None = None
+        self._pause_thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------------- lifecycle
+    def _principal_address(self) -> Address:
+        node = self.pair.principal
+        return tuple(node.client_address if self.via_fault_proxy else node.server_address)  # type: ignore[return-value]
+
+    def _write_ini(self, target: Address) -> None:
+        assert self.dir is not None and self.port is not None
+        databases = (f"{pg.APP_DATABASE} = host={target[0]} port={target[1]} dbname={pg.APP_DATABASE}\n"
+                     f"postgres = host={target[0]} port={target[1]} dbname=postgres")
+        text = _INI.format(databases=databases, port=self.port, dir=self.dir, user=self.user,
+                           pool_mode=self.pool_mode, pool_size=self.pool_size,
+                           server_login_retry=self.server_login_retry,
+                           query_wait_timeout=max(1, round(self.recovery_window)))
+        tmp = self.dir / "pgbouncer.ini.tmp"
+        tmp.write_text(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.dir / "pgbouncer.ini")
+        self._target = target
+
+    def start(self) -> Address:
+        """Write the ini and auth file, start pgbouncer as the database user, wait until it accepts
+        a login through it."""
+        self.version = pgbouncer_version()
+        run_as = database_user()
+        base = getattr(self.pair, "path", None)
+        parent = Path(base) if base and Path(base).is_dir() else None
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=parent))
+        os.chmod(self.dir, 0o755)
+        run_as.chown(self.dir)
+        self.port = allocate_port()
+        (self.dir / "userlist.txt").write_text(f'"{self.user}" "{self.password}"\n')
+        os.chmod(self.dir / "userlist.txt", 0o640)
+        run_as.chown(self.dir / "userlist.txt")
+        self._write_ini(self._principal_address())
+        binary = shutil.which(PGBOUNCER_BIN) or PGBOUNCER_BIN
+        try:
+            self.pid = spawn_server([binary, str(self.dir / "pgbouncer.ini")], self.dir / "stdout.log", run_as,
+                                    self.dir)
+            self._register_pid()
+            self.address = ("127.0.0.1", self.port)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self._emit("client.start", address=f"127.0.0.1:{self.port}", version=self.version, pool_mode=self.pool_mode,
+                   pid=self.pid)
+        return self.address
+
+    def _register_pid(self) -> None:
+        """Record the PID in the pair's run state so ``down``/the reaper stop it too."""
+        path = getattr(self.pair, "path", None)
+        if not path or self.pid is None:
+            return
+        from harness.topology.run import load_state, locked, save_state
+
+        with contextlib.suppress(OSError, ValueError, HarnessError), locked(Path(path)):
+            state = load_state(Path(path))
+            state.setdefault("processes", []).append({"name": self.name, "pid": self.pid, "pgid": self.pid})
+            save_state(Path(path), state)
+
+    def _log_tail(self) -> str:
+        if self.dir is None:
+            return ""
+        lines: list[str] = []
+        for name in ("pgbouncer.log", "stdout.log"):
+            with contextlib.suppress(OSError):
+                lines += (self.dir / name).read_text(errors="replace").splitlines()[-8:]
+        return "\n".join(lines)
+
+    def _wait_ready(self, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        last: str = ""
+        while time.monotonic() < deadline:
+            if self.pid is None or not pid_alive(self.pid):
+                raise ClientStartError(f"pgbouncer exited at start:\n{self._log_tail()}")
+            try:
+                with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.Error as exc:
+                last = str(exc).strip()
+            time.sleep(0.05)
+        raise ClientStartError(f"pgbouncer did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
+
+    def stop(self) -> None:
+        """Stop pgbouncer (SIGINT, then SIGKILL of its process group) and remove its folder."""
+        self._abandon_pause()
+        if self.pid is not None:
+            signal_group(self.pid, signal.SIGINT)
+            if not wait_gone(self.pid, 3):
+                kill_group(self.pid, 3)
+            self._emit("client.stop", pid=self.pid)
+            self.pid = None
+        if self.port is not None:
+            release_port(self.port)
+            self.port = None
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+        self.address = None
+
+    # ------------------------------------------------------------------------- admin console
+    def admin(self) -> psycopg.Connection:
+        """An autocommit connection to the admin console (database ``pgbouncer``, simple protocol)."""
+        conn = psycopg.connect(self.dsn(dbname="pgbouncer"), autocommit=True, connect_timeout=5,
+                               cursor_factory=psycopg.ClientCursor)
+        return conn
+
+    def admin_command(self, command: str) -> list[tuple[Any, ...]]:
+        """Run one admin-console command (``SHOW POOLS``, ``RELOAD``...) and return its rows."""
+        with self.admin() as conn:
+            cur = conn.execute(command)
+            return cur.fetchall() if cur.description is not None else []
+
+    def client_count(self) -> int:
+        """Client connections pgbouncer holds for the application database (``SHOW CLIENTS``)."""
+        with self.admin() as conn:
+            cur = conn.execute("SHOW CLIENTS")
+            cols = [d.name for d in cur.description or []]
+            rows = cur.fetchall()
+        i = cols.index("database")
+        return sum(1 for r in rows if r[i] == pg.APP_DATABASE)
+
+    def _abandon_pause(self) -> None:
+        conn, self._pause_conn = self._pause_conn, None
+        if conn is not None:
+            with contextlib.suppress(OSError, psycopg.Error):
+                sock = socket.socket(fileno=socket.dup(conn.fileno()))
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        if self._pause_thread is not None:
+            self._pause_thread.join(5)
+            self._pause_thread = None
+
+    def before_switchover(self) -> dict[str, Any]:
+        """PER-4 analogue: ``PAUSE`` and wait up to the drain window for it to complete (pgbouncer
+        answers once every server connection is released). If it does not complete in time the
+        switchover goes ahead anyway (busy clients then lose their server connection)."""
+        t0 = time.monotonic()
+        conn = self.admin()
+        self._pause_conn = conn
+        done = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def pause() -> None:
+            try:
+                conn.execute("PAUSE")
+                outcome["paused"] = True
+            except psycopg.Error as exc:
+                outcome["error"] = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            finally:
+                done.set()
+
+        self._pause_thread = threading.Thread(target=pause, name=f"{self.name}-pause", daemon=True)
+        self._pause_thread.start()
+        completed = done.wait(self.drain_window)
+        result = {"paused": bool(outcome.get("paused")), "completed_in_window": completed,
+                  "seconds": time.monotonic() - t0, "error": outcome.get("error")}
+        self._emit("pgbouncer.pause", **result)
+        return result
+
+    def after_switchover(self, new_principal_address: Address) -> dict[str, Any]:
+        """Re-point ``[databases]`` at the new principal, ``RELOAD``, ``RESUME``."""
+        t0 = time.monotonic()
+        target: Address = (tuple(new_principal_address) if self.via_fault_proxy  # type: ignore[assignment]
+                           else self._principal_address())
+        self._write_ini(target)
+        errors: list[str] = []
+        with self.admin() as conn:
+            conn.execute("RELOAD")
+            try:
+                conn.execute("RESUME")
+            except psycopg.Error as exc:  # e.g. "pooler is not paused/suspended" after a failed PAUSE
+                errors.append(str(exc).strip().splitlines()[0])
+        self._abandon_pause()
+        result = {"target": f"{target[0]}:{target[1]}", "seconds": time.monotonic() - t0, "errors": errors}
+        self._emit("pgbouncer.resume", **result)
+        return result
+
+    def describe(self) -> dict[str, Any]:
+        """Adds pool mode, version and settings."""
+        return {**super().describe(), "pool_mode": self.pool_mode, "version": self.version,
+                "server_login_retry": self.server_login_retry,
+                "query_wait_timeout": max(1, round(self.recovery_window))}
+
+
+# -------------------------------------------------------------------------------- factories
+
+
+def reference_client(*, pair: Any, history: Any = None, drain_window: float = 60.0,
+                     recovery_window: float = 60.0, **options: Any) -> ReferenceClient:
+    """The reference proxy as a :class:`PersistentClient` (PER-1..PER-8)."""
+    return ReferenceClient(pair, history, drain_window, recovery_window, **options)
+
+
+def pgbouncer_session(*, pair: Any, history: Any = None, drain_window: float = 60.0,
+                      recovery_window: float = 60.0, **options: Any) -> PgBouncerClient:
+    """PgBouncer 1.18, ``pool_mode=session`` (PER-1..PER-8 judged as for any client)."""
+    return PgBouncerClient(pair, history, drain_window, recovery_window, pool_mode="session", **options)
+
+
+def pgbouncer_transaction(*, pair: Any, history: Any = None, drain_window: float = 60.0,
+                          recovery_window: float = 60.0, **options: Any) -> PgBouncerClient:
+    """PgBouncer 1.18, ``pool_mode=transaction`` (PER-1..PER-8 judged as for any client)."""
+    return PgBouncerClient(pair, history, drain_window, recovery_window, pool_mode="transaction", **options)
+
+
+def direct(*, pair: Any, history: Any = None, drain_window: float = 60.0, recovery_window: float = 60.0,
+           **options: Any) -> DirectClient:
+    """Direct psycopg, no proxy: the baseline of the PER profile (PER-1 expected violated)."""
+    return DirectClient(pair, history, drain_window, recovery_window, **options)
+
+
+def open_client(factory: Callable[..., Any], *, pair: Any, history: Any = None, drain_window: float = 60.0,
+                recovery_window: float = 60.0, **options: Any) -> PersistentClient:
+    """Build and start the client under test from the suites' ``client_factory`` (PER-1..PER-8): the
+    raw ``persistent/reference`` factory is wrapped in :class:`ReferenceClient`; any other factory is
+    called with ``pair``, ``history``, ``drain_window``, ``recovery_window`` and must return a
+    :class:`PersistentClient` (else a ConfigError naming what is missing)."""
+    from harness.clients import persistent
+
+    if factory is persistent.reference:
+        client: Any = ReferenceClient(pair, history, drain_window, recovery_window, **options)
+    else:
+        client = factory(pair=pair, history=history, drain_window=drain_window, recovery_window=recovery_window,
+                         **options)
+        from harness.clients.persistent.threaded import ThreadedPersistentProxy
+
+        if isinstance(client, ThreadedPersistentProxy):
+            raise ConfigError("this factory returns a bare ThreadedPersistentProxy; register "
+                              "harness.clients.persistent.adapters.reference_client instead")
+    if not isinstance(client, PersistentClient):
+        raise ConfigError(f"client factory {getattr(factory, '__qualname__', factory)!r} returned "
+                          f"{type(client).__name__}, which lacks the PersistentClient methods (name, coordinates, "
+                          "start, dsn, before_switchover, after_switchover, stop)")
+    client.start()
+    return client
+
+
+CLIENTS: dict[str, Callable[..., Any]] = {
+    "pgbouncer-session": pgbouncer_session,
+    "pgbouncer-transaction": pgbouncer_transaction,
+    "direct": direct,
+}
+
+
+def register() -> None:
+    """Register ``pgbouncer-session``, ``pgbouncer-transaction`` and ``direct`` (profile persistent)."""
+    from harness.clients.registry import register_client
+
+    for name, factory in CLIENTS.items():
+        register_client("persistent", name, factory)
