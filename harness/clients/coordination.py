@@ -15,7 +15,7 @@ history:
 | type | fields |
 |---|---|
 | ``coord.before`` / ``coord.after`` | ``client`` (its name), ``fault_id`` (of the switchover) - the hook starts |
-| ``coord.before_done`` / ``coord.after_done`` | ``client``, ``fault_id``, ``seconds``, ``result`` (what the hook returned, JSON-safe) |
+| ``coord.before_done`` / ``coord.after_done`` | ``client``, ``fault_id``, ``seconds``, ``result`` (hook's return) |
 | ``coord.error`` | ``client``, ``fault_id``, ``phase`` (``before``/``after``), ``error`` |
 
 A hook that raises is a harness problem of the coordinating adapter: it is recorded as

@@ -713,6 +713,23 @@ def check_mir_4(
                 (o.invoke.index, *a.events),
                 opens,
             )
+        if o.failed and not o.attempts and _database_missing(o) is False:
+            # No attempt seen anywhere (refused connects never reach a proxy, and this client did
+            # not report its own): no server answered, so no non-retryable answer can explain an
+            # early end - giving up before the login timeout is the client's own doing.
+            gave_up = o.rel(o.end.t)
+            if lt is None or gave_up < lt - tol:
+                limit = f"{_s(lt - gave_up)} before the login timeout {_s(lt)}" if lt else "with no login timeout"
+                return _verdict(
+                    rule,
+                    False,
+                    expected,
+                    f"open at event {o.invoke.index} gave up after {_s(gave_up)}, {limit}, with no "
+                    "attempt seen (refused connects are invisible to the proxies and the client "
+                    "recorded none)",
+                    (o.invoke.index, o.end.index),
+                    opens,
+                )
         if o.failed and o.attempts:
             last = o.attempts[-1]
             gave_up = o.rel(o.end.t)
@@ -1590,9 +1607,11 @@ def check_mir_13(
                 if a.end is None:
                     not_judged.append(a.events[0])
                     continue
-                if a.source == "proxy" and a.closed_by == "client":
+                if a.source == "proxy" and a.closed_by == "client" and a.bytes_down == 0:
                     not_judged.append(a.events[0])  # the server never closed it: not a shutdown abort
                     continue
+                # (closed by the client after the server answered - e.g. "the database system is
+                # shutting down" - is the server ending the attempt: judged like a server close)
                 if a.end - ts > tol and a.outcome == "timeout":
                     return _verdict(
                         rule,

@@ -368,9 +368,10 @@ class LocalTopology:
 
     # ------------------------------------------------------------------------ implementation
 
-    def _emit(self, type_: str, **fields: Any) -> None:
+    def _emit(self, type_: str, t: float | None = None, **fields: Any) -> None:
+        """Record a topology event; ``t`` (monotonic) backdates it to when the action began."""
         if self.history is not None:
-            self.history.record(type_, run=self.run_id, **fields)
+            self.history.record(type_, t=t, run=self.run_id, **fields)
 
     def _set_role(self, name: str, role: str) -> None:
         s = self._node_state(name)
@@ -431,7 +432,7 @@ class LocalTopology:
                 principal = self._node_state(self._principal_name())
                 if principal["state"] == RUNNING:
                     self._wait_streaming(name, principal["name"])
-        self._emit("node.start", node=name, role=s["role"], seconds=time.monotonic() - t0)
+        self._emit("node.start", t=t0, node=name, role=s["role"], seconds=time.monotonic() - t0)
 
     def _wait_started(self, name: str) -> None:
         s = self._node_state(name)
@@ -468,15 +469,16 @@ class LocalTopology:
         if s["pid"] and pid_alive(s["pid"]):
             pg.stop_server(s["pid"], mode)
         s["state"], s["pid"] = STOPPED, None
-        self._emit("node.stop", node=name, mode=mode, seconds=time.monotonic() - t0)
+        self._emit("node.stop", t=t0, node=name, mode=mode, seconds=time.monotonic() - t0)
 
     def _kill_server(self, name: str) -> None:
         s = self._node_state(name)
+        t0 = time.monotonic()
         if s["pid"]:
             if not kill_group(s["pid"], timeout=10):
                 raise TopologyError(f"processes of node {name} (pgid {s['pid']}) survived SIGKILL")
         s["state"], s["pid"] = KILLED, None
-        self._emit("node.kill", node=name)
+        self._emit("node.kill", t=t0, node=name, seconds=time.monotonic() - t0)
 
     def _promote(self, name: str) -> None:
         s = self._node_state(name)

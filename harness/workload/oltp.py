@@ -23,9 +23,9 @@ Extra event types (documented in ``docs/persistent.md``):
 | type | fields |
 |---|---|
 | ``session.open`` | ``process``, ``conn``, ``front``, ``backend_pid`` (what the server - or proxy - announced) |
-| ``session.reconnect`` | ``process``, ``conn``, ``previous``, ``front``, ``backend_pid``, ``error`` (why the previous one ended) |
+| ``session.reconnect`` | ``process``, ``conn``, ``previous``, ``front``, ``backend_pid``, ``error`` (why) |
 | ``session.close`` | ``process``, ``conn`` (closed by the application) |
-| ``state.set`` | ``process``, ``conn``, ``key``, ``kind``, ``value`` (session state the application established, PER-2/5/8) |
+| ``state.set`` | ``process``, ``conn``, ``key``, ``kind``, ``value`` (state set, PER-2/5/8) |
 | ``state.read`` | ``process``, ``conn``, ``key``, ``value`` or ``error``, ``phase`` (``before``/``after``) |
 | ``stream.progress`` | ``process``, ``op_id``, ``conn``, ``rows`` (a result is being delivered, PER-6) |
 """
@@ -105,9 +105,10 @@ class _Watchdog:
             time.sleep(0.05)
             now = time.monotonic()
             with self._lock:
-                due = [s for s in self._sessions if s._busy_until is not None and now >= s._busy_until]
-            for s in due:
-                s.interrupt()
+                due = [(s, s.current_op_id) for s in self._sessions
+                       if s._busy_until is not None and now >= s._busy_until]
+            for s, op_id in due:
+                s.interrupt(op_id)
 
 
 _WATCHDOG = _Watchdog()
@@ -144,6 +145,7 @@ class TrackedSession:
         self.lost = 0
         self._busy_until: float | None = None
         self._interrupted = False
+        self.current_op_id: int | None = None  # the running operation's op_id (for stream.progress)
         if op_timeout is not None:
             _WATCHDOG.add(self)
 
@@ -155,7 +157,8 @@ class TrackedSession:
 
     def connect(self) -> psycopg.Connection:
         """Open the session's (next) front connection: ``session.open`` or ``session.reconnect``."""
-        conn = psycopg.connect(self._dsn(), autocommit=self.autocommit, connect_timeout=max(1, int(self.connect_timeout)))
+        conn = psycopg.connect(self._dsn(), autocommit=self.autocommit,
+                               connect_timeout=max(1, int(self.connect_timeout)))
         conn.prepare_threshold = self.prepare_threshold
         previous = self.generation
         self.generation += 1
@@ -170,9 +173,12 @@ class TrackedSession:
                     previous=previous, front=self.front, backend_pid=pid, error=self.last_error)
         return conn
 
-    def interrupt(self) -> None:
-        """Give up on the running operation (watchdog): shut the socket down."""
+    def interrupt(self, op_id: int | None = None) -> None:
+        """Give up on the running operation (watchdog): shut the socket down. With ``op_id``, only if
+        that operation is still the one running."""
         conn = self.conn
+        if op_id is not None and (op_id != self.current_op_id or self._busy_until is None):
+            return
         self._busy_until = None
         if conn is None:
             return
@@ -244,9 +250,10 @@ class TrackedSession:
             _WATCHDOG.add(self)
             self._busy_until = time.monotonic() + limit
         self._interrupted = False
+        self.current_op_id = op_id
         try:
             result = body(conn)
-        except psycopg.Error as exc:
+        except (psycopg.Error, OSError, ValueError) as exc:  # ValueError: psycopg confused by the server's answer
             self._busy_until = None
             lost = conn.closed or conn.broken or isinstance(exc, psycopg.OperationalError) and self._lost(conn)
             error = one_line(exc)

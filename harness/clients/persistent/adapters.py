@@ -320,16 +320,19 @@ class PgBouncerClient(_Base):
                    pid=self.pid)
         return self.address
 
-    def _register_pid(self) -> None:
-        """Record the PID in the pair's run state so ``down``/the reaper stop it too."""
+    def _register_pid(self, remove: bool = False) -> None:
+        """Record the PID in the pair's run state so ``down``/the reaper stop it too (``remove``: forget it)."""
         path = getattr(self.pair, "path", None)
-        if not path or self.pid is None:
+        if not path or self.pid is None or not (Path(path) / "state.json").exists():
             return
         from harness.topology.run import load_state, locked, save_state
 
         with contextlib.suppress(OSError, ValueError, HarnessError), locked(Path(path)):
             state = load_state(Path(path))
-            state.setdefault("processes", []).append({"name": self.name, "pid": self.pid, "pgid": self.pid})
+            procs = [p for p in state.get("processes", []) if p.get("pid") != self.pid]
+            if not remove:
+                procs.append({"name": self.name, "pid": self.pid, "pgid": self.pid})
+            state["processes"] = procs
             save_state(Path(path), state)
 
     def _log_tail(self) -> str:
@@ -357,13 +360,15 @@ class PgBouncerClient(_Base):
         raise ClientStartError(f"pgbouncer did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
 
     def stop(self) -> None:
-        """Stop pgbouncer (SIGINT, then SIGKILL of its process group) and remove its folder."""
+        """Stop pgbouncer (SIGTERM: immediate shutdown in 1.18; then SIGKILL of its process group),
+        forget its PID in the run state and remove its folder."""
         self._abandon_pause()
         if self.pid is not None:
-            signal_group(self.pid, signal.SIGINT)
+            signal_group(self.pid, signal.SIGTERM)
             if not wait_gone(self.pid, 3):
                 kill_group(self.pid, 3)
             self._emit("client.stop", pid=self.pid)
+            self._register_pid(remove=True)
             self.pid = None
         if self.port is not None:
             release_port(self.port)

@@ -1,0 +1,190 @@
+"""PER profile clients side by side: steady OLTP throughput and client-visible stall per switchover,
+through the reference persistent proxy, PgBouncer 1.18 (transaction and session pooling) and direct
+psycopg, in the same run on the same pair.
+
+Run: ``python benchmarks/persistent.py`` (≈40-50 s; ``--seconds``, ``--switchovers``, ``--scale`` change it).
+
+* Throughput: ``--sessions`` (default 8) OLTP sessions (70 % point selects, 20 % updates, 10 % short
+  transactions over 20 x 10,000 rows) for ``--seconds`` per client; operations/s and the ratio to
+  direct. The sessions run in a separate process (spawned), so the reference proxy - which runs in
+  this process, as in the suites - does not share its interpreter lock with the load generator.
+* Stall: 20 sessions while the pair switches over ``--switchovers`` times (coordinated with the client
+  when it coordinates); per session and switchover, the longest gap between two successful operations
+  around it (window: 1 s before the start to 1.5 s after the end; a session with no success after the
+  switchover in the window counts up to the window's end). p50 / p99 over sessions x switchovers.
+* The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
+
+Targets (reference proxy): stall p99 <= 1 s; throughput >= 0.5x direct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.clients.persistent import adapters, reference  # noqa: E402
+from harness.faults import Faults  # noqa: E402
+from harness.topology import Pair  # noqa: E402
+from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
+
+TARGET_STALL_P99 = 1.0
+TARGET_THROUGHPUT_RATIO = 0.5
+
+
+class _Recorder:
+    """A minimal history stand-in for the load process: success times per session, error count."""
+
+    def __init__(self) -> None:
+        self.ok: dict[str, list[float]] = {}
+        self.errors = 0
+
+    def record(self, type_: str, **fields: Any) -> None:
+        if type_ == "op.ok":
+            self.ok.setdefault(fields["process"], []).append(time.monotonic())
+        elif type_ in ("op.fail", "op.info"):
+            self.errors += 1
+
+
+def _load_process(dsn: str, sessions: int, tables: int, rows: int, seconds: float, ready: Any, out: Any) -> None:
+    """Run the OLTP workload for ``seconds`` once every session is connected; report success times."""
+    rec = _Recorder()
+    w = OltpWorkload(dsn, rec, OltpConfig(tables=tables, rows=rows, sessions=sessions, op_timeout=15, seed=7))
+    w.start()
+    t0 = time.monotonic()
+    ready.put(t0)
+    time.sleep(seconds)
+    t1 = time.monotonic()
+    w.stop()
+    out.put({"t0": t0, "t1": t1, "ok": rec.ok, "errors": rec.errors, "totals": w.totals()})
+
+
+def _run_load(ctx: Any, dsn: str, sessions: int, tables: int, rows: int, seconds: float,
+              during: Any = None) -> dict[str, Any]:
+    ready, out = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=_load_process, args=(dsn, sessions, tables, rows, seconds, ready, out), daemon=True)
+    proc.start()
+    try:
+        ready.get(timeout=60)
+        marks = during() if during is not None else None
+        result = out.get(timeout=seconds + 90)
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    result["marks"] = marks
+    return result
+
+
+def _throughput(result: dict[str, Any]) -> float:
+    t0, t1 = result["t0"], result["t1"]
+    n = sum(1 for times in result["ok"].values() for t in times if t0 <= t <= t1)
+    return n / (t1 - t0)
+
+
+def _stalls(result: dict[str, Any], switchovers: list[tuple[float, float]]) -> list[tuple[float, bool]]:
+    """(longest gap, censored) per session and switchover."""
+    gaps = []
+    for times in result["ok"].values():
+        for t0, t1 in switchovers:
+            lo, hi = t0 - 1.0, t1 + 1.5
+            inside = [t for t in times if lo <= t <= hi]
+            before = [t for t in times if t < lo]
+            points = ([before[-1]] if before else []) + inside
+            censored = not any(t > t1 for t in inside)
+            if censored:
+                points.append(hi)
+            gap = max((b - a for a, b in zip(points, points[1:], strict=False)), default=hi - lo)
+            gaps.append((gap, censored))
+    return gaps
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    """Measure and print the table, the ratios and whether the targets are met."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=3.0, help="throughput time per client (default 3)")
+    ap.add_argument("--sessions", type=int, default=8, help="sessions of the throughput phase (default 8)")
+    ap.add_argument("--switchovers", type=int, default=3, help="switchovers per client in the stall phase")
+    ap.add_argument("--scale", type=float, default=1.0, help="table scale (1.0 = 20 x 10,000 rows)")
+    ap.add_argument("--mode", choices=["sync", "async"], default="async")
+    args = ap.parse_args()
+    clients: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", reference)]
+    if shutil.which("pgbouncer"):
+        clients += [("pgbouncer-transaction", adapters.pgbouncer_transaction),
+                    ("pgbouncer-session", adapters.pgbouncer_session)]
+    else:
+        print("pgbouncer not installed: skipped (apt-get install -y pgbouncer)")
+    cfg = OltpConfig(scale=args.scale)
+    ctx = mp.get_context("spawn")
+    started = time.monotonic()
+    rows: dict[str, dict[str, Any]] = {}
+    with Pair(mode=args.mode, links="direct") as pair:
+        load_tables(pair.principal.dsn(), cfg.n_tables, cfg.n_rows)
+        faults = Faults(pair)
+        for name, factory in clients:
+            client = adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
+            stop = faults.coordinate(client) if client.coordinates else None
+            try:
+                steady = _run_load(ctx, client.dsn(), args.sessions, cfg.n_tables, cfg.n_rows, args.seconds)
+
+                def switch() -> list[tuple[float, float]]:
+                    marks = []
+                    time.sleep(0.8)
+                    for _ in range(args.switchovers):
+                        t0 = time.monotonic()
+                        faults.switchover()
+                        marks.append((t0, time.monotonic()))
+                        time.sleep(1.0)
+                    return marks
+
+                stall_seconds = 0.8 + args.switchovers * 2.0 + 1.5
+                stalled = _run_load(ctx, client.dsn(), 20, cfg.n_tables, cfg.n_rows, stall_seconds, during=switch)
+                gaps = _stalls(stalled, stalled["marks"])
+                values = [g for g, _ in gaps]
+                rows[name] = {"ops": _throughput(steady), "errors": steady["errors"],
+                              "stall_p50": _pct(values, 0.5), "stall_p99": _pct(values, 0.99),
+                              "censored": sum(1 for _, c in gaps if c), "samples": len(gaps),
+                              "switch_errors": stalled["errors"],
+                              "switch_s": statistics.mean(b - a for a, b in stalled["marks"])}
+            finally:
+                if stop is not None:
+                    stop()
+                client.stop()
+    direct = rows["direct"]["ops"]
+    print(f"\nPER clients: OLTP throughput ({args.sessions} sessions, {args.seconds:g} s each) and stall per "
+          f"switchover (20 sessions, {args.switchovers} switchovers each); {os.cpu_count()} cores, "
+          f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair, no fault proxy")
+    print(f"{'client':<22}{'ops/s':>9}{'x direct':>10}{'stall p50':>11}{'stall p99':>11}{'no-recovery':>13}"
+          f"{'errors':>8}{'switchover':>12}")
+    for name, r in rows.items():
+        print(f"{name:<22}{r['ops']:>9.0f}{r['ops'] / direct:>10.2f}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s"
+              f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s")
+    print("no-recovery = session x switchover pairs with no successful operation within 1.5 s after the switchover "
+          "(their stall is counted up to that point); errors = failed operations in the stall phase")
+    ref = rows["reference"]
+    ratio = ref["ops"] / direct
+    print(f"\nreference: stall p99 {ref['stall_p99']:.2f} s (target <= {TARGET_STALL_P99} s: "
+          f"{'met' if ref['stall_p99'] <= TARGET_STALL_P99 and ref['censored'] == 0 else 'NOT met'}); "
+          f"throughput {ratio:.2f}x direct (target >= {TARGET_THROUGHPUT_RATIO}x: "
+          f"{'met' if ratio >= TARGET_THROUGHPUT_RATIO else 'NOT met'})")
+    print(f"total {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,595 @@
+"""Checkers of the PER profile - PolarProxy persistent connections (RULEBOOK PER-1..PER-8, seed 002).
+
+Pure functions over a history; no I/O. They read:
+
+* the switchover: ``fault.start`` / ``fault.end`` with ``fault="switchover"`` (matched by ``id``);
+  ``role.change`` (which node became principal) and other faults on that node (PER-3's outage);
+* the application's view (``harness.workload.oltp``): ``session.open`` / ``session.reconnect``,
+  ``op.invoke`` / ``op.ok`` / ``op.fail`` / ``op.info`` carrying ``process`` and ``conn`` (the front
+  connection's generation - the same ``(process, conn)`` before and after means the connection was
+  kept) and, on failures, ``conn_lost`` (the front connection is gone: "closed") and ``error``;
+* ``state.set`` / ``state.read`` (PER-2, PER-5, PER-8) and ``stream.progress`` (PER-6).
+
+A front connection is *closed* at a switchover when an operation on it ends with ``conn_lost`` (or
+the session reconnects away from it) after the switchover started; it is *kept* when an operation on
+it succeeds after the switchover ended and none lost it. Timing tolerances are parameters.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.history.core import Event
+from harness.rules.registry import register
+from harness.rules.verdict import UNKNOWN, Verdict
+
+NETWORK_OR_SERVER_FAULTS = ("partition", "stop", "kill", "pause", "latency", "bandwidth", "cut_replication")
+BUSY_TRANSACTION = ("begin",)
+
+
+@dataclass
+class Switchover:
+    """One planned switchover seen in the history."""
+
+    start: Event
+    end: Event | None
+    new_principal: str | None = None
+
+    @property
+    def t0(self) -> float:
+        return self.start.t
+
+    @property
+    def t1(self) -> float:
+        return self.end.t if self.end is not None else float("inf")
+
+
+@dataclass
+class Op:
+    """One operation: its invoke and completion events."""
+
+    invoke: Event
+    done: Event | None = None
+
+    @property
+    def process(self) -> str:
+        return self.invoke.get("process")
+
+    @property
+    def f(self) -> str:
+        return self.invoke.get("f")
+
+    @property
+    def conn(self) -> Any:
+        if self.done is not None and self.done.get("conn") is not None:
+            return self.done.get("conn")
+        return self.invoke.get("conn")
+
+    @property
+    def ok(self) -> bool:
+        return self.done is not None and self.done.type == "op.ok"
+
+    @property
+    def lost(self) -> bool:
+        return self.done is not None and self.done.type in ("op.fail", "op.info") and bool(self.done.get("conn_lost"))
+
+    @property
+    def t_end(self) -> float:
+        return self.done.t if self.done is not None else float("inf")
+
+
+@dataclass
+class View:
+    """The history indexed for the checkers."""
+
+    events: list[Event]
+    switchovers: list[Switchover] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    by_conn: dict[tuple[str, Any], list[Op]] = field(default_factory=lambda: defaultdict(list))
+    reconnects: list[Event] = field(default_factory=list)
+    opened: dict[str, Event] = field(default_factory=dict)
+    ok_times: dict[str, list[tuple[float, Any]]] = field(default_factory=dict)  # per process: (t_end, conn), sorted
+
+
+def build_view(events: list[Event], fault: str = "switchover") -> View:
+    """Index ``events``: switchovers (with their new principal), operations per front connection."""
+    ordered = sorted(events, key=lambda e: e.index)
+    view = View(ordered)
+    starts: dict[Any, Switchover] = {}
+    pending: dict[tuple[str, Any], Op] = {}
+    for e in ordered:
+        if e.type == "fault.start" and e.get("fault") == fault:
+            s = Switchover(e, None)
+            starts[e.get("id")] = s
+            view.switchovers.append(s)
+        elif e.type == "fault.end" and e.get("fault") == fault and e.get("id") in starts:
+            starts[e.get("id")].end = e
+        elif e.type == "role.change" and e.get("new_role") == "principal":
+            for s in view.switchovers:
+                if s.end is None and s.new_principal is None:
+                    s.new_principal = e.get("node")
+        elif e.type == "op.invoke":
+            op = Op(e)
+            pending[(e.get("process"), e.get("op_id"))] = op
+            view.ops.append(op)
+        elif e.type in ("op.ok", "op.fail", "op.info"):
+            op = pending.pop((e.get("process"), e.get("op_id")), None)
+            if op is not None:
+                op.done = e
+        elif e.type == "session.reconnect":
+            view.reconnects.append(e)
+        elif e.type == "session.open":
+            view.opened.setdefault(e.get("process"), e)
+    for op in view.ops:
+        if op.conn is not None:
+            view.by_conn[(op.process, op.conn)].append(op)
+        if op.ok:
+            view.ok_times.setdefault(op.process, []).append((op.t_end, op.conn))
+    for times in view.ok_times.values():
+        times.sort(key=lambda item: item[0])
+    return view
+
+
+def _alive_conn_at(view: View, process: str, t: float) -> Any:
+    """The front connection ``process`` held at time ``t`` (last op.ok completed before ``t``)."""
+    times = view.ok_times.get(process, [])
+    i = bisect.bisect_left(times, t, key=lambda item: item[0])
+    return times[i - 1][1] if i > 0 else None
+
+
+def _closure(view: View, process: str, conn: Any, after: float) -> Event | None:
+    """The first event at or after ``after`` showing front connection (process, conn) closed."""
+    candidates = [op.done for op in view.by_conn.get((process, conn), [])
+                  if op.lost and op.done is not None and op.done.t >= after]
+    candidates += [e for e in view.reconnects
+                   if e.get("process") == process and e.get("previous") == conn and e.t >= after]
+    return min(candidates, key=lambda e: e.index) if candidates else None
+
+
+def _used_after(view: View, process: str, conn: Any, after: float) -> Op | None:
+    """The first successful operation on (process, conn) that completed after ``after``."""
+    found = [op for op in view.by_conn.get((process, conn), []) if op.ok and op.t_end > after]
+    return min(found, key=lambda op: op.t_end) if found else None
+
+
+def _processes(view: View, processes: list[str] | None) -> list[str]:
+    names = list(view.opened) if processes is None else list(processes)
+    return sorted(set(names))
+
+
+def _no_switchover(rule: str, expected: str) -> Verdict:
+    return Verdict(rule, UNKNOWN, expected=expected, observed="no switchover (fault.start fault=switchover) "
+                   "in the history")
+
+
+def _fmt(process: str, conn: Any) -> str:
+    return f"{process}#{conn}"
+
+
+# ------------------------------------------------------------------------------------- PER-1
+
+
+def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float = 1.0, max_errors: int = 0,
+                                  processes: list[str] | None = None) -> Verdict:
+    """PER-1: across each switchover every front connection that was open before it is still the same
+    connection afterwards (keep rate >= ``min_keep_rate``, 100 % by default), and the application
+    saw at most ``max_errors`` failed operations (0: no client-visible error at all).
+
+    A session is judged at a switchover when it completed an operation on connection ``c`` before the
+    switchover started; it is kept when an operation on ``c`` succeeds after the switchover ended
+    (before the next one) and no operation lost ``c`` in between."""
+    expected = (f"keep rate >= {min_keep_rate:.0%} of the front connections across every switchover and "
+                f"<= {max_errors} client-visible error(s)")
+    view = build_view(events)
+    if not view.switchovers:
+        return _no_switchover("PER-1", expected)
+    names = _processes(view, processes)
+    judged = kept = 0
+    lost_evidence: list[int] = []
+    lost_names: list[str] = []
+    unjudged = 0
+    for k, s in enumerate(view.switchovers):
+        nxt = view.switchovers[k + 1].t0 if k + 1 < len(view.switchovers) else float("inf")
+        for p in names:
+            conn = _alive_conn_at(view, p, s.t0)
+            if conn is None:
+                continue
+            closed = _closure(view, p, conn, s.t0)
+            if closed is not None and closed.t < nxt:
+                judged += 1
+                lost_evidence.append(closed.index)
+                lost_names.append(f"{_fmt(p, conn)} at switchover {k + 1}: {closed.get('error') or closed.type}")
+                continue
+            if _used_after(view, p, conn, s.t1) is None:
+                unjudged += 1
+                continue
+            judged += 1
+            kept += 1
+    participants = set(names)
+    errors = [op.done for op in view.ops if op.done is not None and op.done.type in ("op.fail", "op.info")
+              and op.process in participants]
+    details: dict[str, Any] = {"switchovers": len(view.switchovers), "judged": judged, "kept": kept,
+                               "not_judged": unjudged, "errors": len(errors), "sessions": len(names),
+                               "lost": lost_names[:50]}
+    if judged == 0:
+        return Verdict("PER-1", UNKNOWN, expected=expected,
+                       observed=f"no session had an operation both before and after a switchover "
+                                f"({len(names)} session(s))", details=details)
+    rate = kept / judged
+    details["keep_rate"] = rate
+    error_samples = [f"{e.get('process')}: {e.get('error')}" for e in errors[:3]]
+    observed = (f"{kept}/{judged} front connections kept ({rate:.1%}) over {len(view.switchovers)} "
+                f"switchover(s); {len(errors)} client-visible error(s)")
+    if error_samples:
+        observed += " e.g. " + "; ".join(error_samples)
+    ok = rate >= min_keep_rate and len(errors) <= max_errors
+    evidence = [s.start.index for s in view.switchovers] + lost_evidence[:20] + [e.index for e in errors[:20]]
+    return Verdict("PER-1", ok, expected=expected, observed=observed,
+                   evidence=sorted(set(evidence)) if not ok else [s.start.index for s in view.switchovers],
+                   details=details)
+
+
+# ------------------------------------------------------------------------------------- PER-2
+
+
+def _norm(value: Any) -> str:
+    return " ".join(str(value).split()) if value is not None else "None"
+
+
+def check_session_state_restored(events: list[Event]) -> Verdict:
+    """PER-2: every piece of session state the application established (``state.set``: GUCs of each
+    kind, prepared statements, encoding) reads back unchanged after the switchover (``state.read``
+    phase ``after``), on the same front connection."""
+    expected = "every session setting / prepared statement reads back unchanged after the switchover, " \
+               "on the same connection"
+    view = build_view(events)
+    if not view.switchovers:
+        return _no_switchover("PER-2", expected)
+    first = view.switchovers[0].t0
+    last = view.switchovers[-1].t1
+    sets: dict[tuple[str, str], Event] = {}
+    for e in view.events:
+        if e.type == "state.set" and e.t < first:
+            sets[(e.get("process"), e.get("key"))] = e
+    reads_after: dict[tuple[str, str], Event] = {}
+    reads_before: dict[tuple[str, str], Event] = {}
+    for e in view.events:
+        if e.type != "state.read":
+            continue
+        key = (e.get("process"), e.get("key"))
+        if e.get("phase") == "after" and e.t > last:
+            reads_after[key] = e
+        elif e.get("phase") == "before" and e.t < first:
+            reads_before[key] = e
+    if not sets:
+        return Verdict("PER-2", UNKNOWN, expected=expected, observed="no state.set before the switchover")
+    broken: list[str] = []
+    evidence: list[int] = []
+    missing = 0
+    kinds: dict[str, int] = defaultdict(int)
+    for key, s in sorted(sets.items()):
+        r = reads_after.get(key)
+        kinds[s.get("kind")] += 1
+        if r is None:
+            missing += 1
+            continue
+        why = None
+        if r.get("error") is not None:
+            why = f"read failed: {r.get('error')}"
+        elif r.get("conn") != s.get("conn"):
+            why = f"connection changed ({s.get('conn')} -> {r.get('conn')}): state not restored on the same session"
+        elif _norm(r.get("value")) != _norm(s.get("value")):
+            why = f"set {s.get('value')!r}, read {r.get('value')!r}"
+        if why is not None:
+            b = reads_before.get(key)
+            if b is not None and _norm(b.get("value")) != _norm(s.get("value")):
+                why += f" (already {b.get('value')!r} before the switchover)"
+            broken.append(f"{key[0]} {s.get('kind')} {key[1]}: {why}")
+            evidence += [s.index, r.index]
+    details = {"settings": len(sets), "broken": broken, "not_read": missing, "kinds": dict(kinds)}
+    judged = len(sets) - missing
+    if judged == 0:
+        return Verdict("PER-2", UNKNOWN, expected=expected,
+                       observed=f"none of {len(sets)} setting(s) was read back after the switchover", details=details)
+    if broken:
+        return Verdict("PER-2", False, expected=expected,
+                       observed=f"{len(broken)} of {judged} setting(s) not restored: " + "; ".join(broken[:4]),
+                       evidence=evidence[:40], details=details)
+    return Verdict("PER-2", True, expected=expected,
+                   observed=f"all {judged} setting(s) of {len(kinds)} kind(s) unchanged after "
+                            f"{len(view.switchovers)} switchover(s)",
+                   evidence=[view.switchovers[0].start.index], details=details)
+
+
+# ------------------------------------------------------------------------------------- PER-3
+
+
+def _principal_back_at(view: View, s: Switchover) -> float:
+    """When the new principal became reachable: the switchover's end, or later if a network or
+    server fault on that node overlapped it."""
+    t = s.t1
+    if s.new_principal is None:
+        return t
+    starts: dict[Any, Event] = {}
+    for e in view.events:
+        if e.type == "fault.start" and e.get("fault") in NETWORK_OR_SERVER_FAULTS and e.get("node") == s.new_principal:
+            starts[e.get("id")] = e
+        elif e.type == "fault.end" and e.get("id") in starts:
+            st = starts.pop(e.get("id"))
+            if st.t <= s.t1 and e.t > t:
+                t = e.t
+    for st in starts.values():  # never ended
+        if st.t <= s.t1:
+            t = float("inf")
+    return t
+
+
+def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0, tolerance: float = 1.0,
+                          processes: list[str] | None = None) -> Verdict:
+    """PER-3: if the new principal accepts traffic within ``recovery_window`` of the switchover, the
+    sessions continue (kept); if not, each front connection is closed with an error no later than
+    the window (+ ``tolerance``) - never left hanging, never silently continued afterwards."""
+    expected = (f"principal back within {recovery_window} s: sessions kept; otherwise every front connection "
+                f"closed with an error within {recovery_window} s (+{tolerance} s)")
+    view = build_view(events)
+    if not view.switchovers:
+        return _no_switchover("PER-3", expected)
+    names = _processes(view, processes)
+    bad: list[str] = []
+    evidence: list[int] = []
+    judged = good = 0
+    outcomes: list[str] = []
+    for s in view.switchovers:
+        back = _principal_back_at(view, s)
+        in_window = back - s.t0 <= recovery_window
+        outcomes.append(f"principal back after {back - s.t0:.2f} s" if back != float("inf") else "principal never back")
+        for p in names:
+            conn = _alive_conn_at(view, p, s.t0)
+            if conn is None:
+                continue
+            closed = _closure(view, p, conn, s.t0)
+            used = _used_after(view, p, conn, s.t1)
+            if in_window:
+                if closed is None and used is not None:
+                    judged += 1
+                    good += 1
+                elif closed is not None:
+                    judged += 1
+                    bad.append(f"{_fmt(p, conn)} closed although the principal was back in the window: "
+                               f"{closed.get('error')}")
+                    evidence.append(closed.index)
+                continue
+            deadline = s.t0 + recovery_window + tolerance
+            if closed is None:
+                if used is not None:
+                    judged += 1
+                    bad.append(f"{_fmt(p, conn)} not closed: an operation succeeded on it "
+                               f"{used.t_end - s.t0:.2f} s after the switchover")
+                    evidence.append(used.done.index if used.done is not None else used.invoke.index)
+                continue
+            judged += 1
+            late = closed.t > deadline
+            timed_out = bool(closed.get("timed_out"))
+            if timed_out or late:
+                why = "the client gave up waiting" if timed_out else "closed late"
+                bad.append(f"{_fmt(p, conn)} {why} {closed.t - s.t0:.2f} s after the switchover "
+                           f"(window {recovery_window} s): {closed.get('error')}")
+                evidence.append(closed.index)
+            elif not closed.get("error") and closed.type != "session.reconnect":
+                bad.append(f"{_fmt(p, conn)} closed without an error message")
+                evidence.append(closed.index)
+            else:
+                good += 1
+    details = {"judged": judged, "good": good, "bad": bad[:50], "outcomes": outcomes}
+    if judged == 0:
+        return Verdict("PER-3", UNKNOWN, expected=expected, observed="no session was observed after the switchover",
+                       details=details)
+    if bad:
+        return Verdict("PER-3", False, expected=expected,
+                       observed=f"{len(bad)} of {judged} session(s) wrong ({'; '.join(outcomes)}): "
+                                + "; ".join(bad[:3]),
+                       evidence=[view.switchovers[0].start.index] + evidence[:30], details=details)
+    return Verdict("PER-3", True, expected=expected,
+                   observed=f"{good}/{judged} session(s) as required ({'; '.join(outcomes)})",
+                   evidence=[view.switchovers[0].start.index], details=details)
+
+
+# ----------------------------------------------------------------------------- PER-4 .. PER-8
+
+
+@dataclass
+class Case:
+    """A session in a condition at switchover time that decides whether it may be kept."""
+
+    process: str
+    conn: Any
+    what: str
+    ended_at: float | None  # when the condition ended (transaction / request finished), or None
+    evidence: int
+
+
+def _open_transactions(view: View, s: Switchover) -> list[Case]:
+    """Sessions inside an explicit transaction (``begin`` ok, not yet ended) when ``s`` started."""
+    cases = []
+    by_process: dict[str, list[Op]] = defaultdict(list)
+    for op in view.ops:
+        by_process[op.process].append(op)
+    for p, ops in by_process.items():
+        begin = None
+        for op in ops:
+            if op.f == "begin" and op.ok and op.t_end < s.t0:
+                begin = op
+            elif begin is not None and op.f in ("commit", "rollback") and op.invoke.t < s.t0 and op.done is not None \
+                    and op.t_end < s.t0:
+                begin = None
+        if begin is None:
+            continue
+        end = next((op for op in ops if op.f in ("commit", "rollback") and op.invoke.index > begin.invoke.index), None)
+        ended = end.invoke.t if end is not None else None
+        cases.append(Case(p, begin.conn, "transaction open", ended, begin.invoke.index))
+    return cases
+
+
+def _requests_in_flight(view: View, s: Switchover, fs: tuple[str, ...], need_progress: bool) -> list[Case]:
+    """Operations ``f`` in ``fs`` invoked before ``s`` started and not finished then (with a
+    ``stream.progress`` before the start when ``need_progress``: a result partly delivered)."""
+    progress = {(e.get("process"), e.get("op_id")) for e in view.events
+                if e.type == "stream.progress" and e.t < s.t0}
+    cases = []
+    for op in view.ops:
+        if op.f not in fs or op.invoke.t >= s.t0 or op.t_end < s.t0:
+            continue
+        if need_progress and (op.process, op.invoke.get("op_id")) not in progress:
+            continue
+        ended = op.t_end if op.ok else None
+        conn = op.conn
+        what = "result partly delivered" if need_progress else f"{op.f} in progress"
+        cases.append(Case(op.process, conn, what, ended, op.invoke.index))
+    return cases
+
+
+def _held_state(view: View, s: Switchover, kinds: tuple[str, ...]) -> list[Case]:
+    """Sessions holding state of ``kinds`` (``state.set``; a later ``state.set`` with kind
+    ``<kind>_dropped`` and the same key releases it) when ``s`` started."""
+    holding: dict[tuple[str, str], Event] = {}
+    for e in view.events:
+        if e.type != "state.set" or e.t >= s.t0:
+            continue
+        key = (e.get("process"), e.get("key"))
+        if e.get("kind") in kinds:
+            holding[key] = e
+        elif str(e.get("kind", "")).endswith("_dropped"):
+            holding.pop(key, None)
+    return [Case(p, e.get("conn"), f"holds {e.get('kind')} {k}", None, e.index) for (p, k), e in holding.items()]
+
+
+def _judge_cases(rule: str, view: View, expected: str, cases_of: Any, drain_window: float | None,
+                 margin: float, expect_kept_in_window: bool) -> Verdict:
+    """Cases whose condition ended inside the drain window must be kept (PER-4) when
+    ``expect_kept_in_window``; the others must be closed (their front connection lost, no success
+    on it after the switchover)."""
+    bad: list[str] = []
+    evidence: list[int] = []
+    judged = good = skipped = 0
+    summary: list[str] = []
+    for s in view.switchovers:
+        for case in cases_of(s):
+            in_window = (drain_window is not None and case.ended_at is not None
+                         and case.ended_at - s.t0 <= drain_window - margin)
+            edge = (drain_window is not None and case.ended_at is not None
+                    and abs(case.ended_at - s.t0 - drain_window) < margin)
+            if edge:
+                skipped += 1
+                continue
+            closed = _closure(view, case.process, case.conn, s.t0)
+            who = f"{_fmt(case.process, case.conn)} ({case.what})"
+            if in_window:
+                if not expect_kept_in_window:
+                    skipped += 1
+                    continue
+                judged += 1
+                used = _used_after(view, case.process, case.conn, s.t1)
+                if closed is not None:
+                    bad.append(f"{who} ended {case.ended_at - s.t0:.2f} s into the {drain_window} s drain window "
+                               f"but was closed: {closed.get('error')}")
+                    evidence += [case.evidence, closed.index]
+                elif used is None:
+                    judged -= 1
+                    skipped += 1
+                else:
+                    good += 1
+                    summary.append(f"{who} kept")
+                continue
+            judged += 1
+            after = s.t0 if drain_window is None else s.t0 + drain_window + margin
+            used = _used_after(view, case.process, case.conn, after)
+            if closed is not None and (used is None or used.t_end < closed.t):
+                good += 1
+                summary.append(f"{who} closed: {closed.get('error')}")
+            elif used is not None:
+                bad.append(f"{who} not closed: an operation succeeded on the same connection "
+                           f"{used.t_end - s.t0:.2f} s after the switchover started")
+                evidence += [case.evidence, used.done.index if used.done is not None else used.invoke.index]
+            else:
+                judged -= 1
+                skipped += 1
+    details = {"judged": judged, "good": good, "not_judged": skipped, "bad": bad[:50], "ok": summary[:50]}
+    if not view.switchovers:
+        return _no_switchover(rule, expected)
+    if judged == 0:
+        return Verdict(rule, UNKNOWN, expected=expected,
+                       observed="no session in the rule's condition could be judged at the switchover", details=details)
+    first = view.switchovers[0].start.index
+    if bad:
+        return Verdict(rule, False, expected=expected,
+                       observed=f"{len(bad)} of {judged} session(s) wrong: " + "; ".join(bad[:3]),
+                       evidence=[first] + evidence[:30], details=details)
+    return Verdict(rule, True, expected=expected, observed=f"{good}/{judged} session(s) as required: "
+                   + "; ".join(summary[:3]), evidence=[first], details=details)
+
+
+def check_drain_window(events: list[Event], *, drain_window: float = 60.0, margin: float = 0.25) -> Verdict:
+    """PER-4: a session busy when the switchover starts (an open transaction, a request running) whose
+    work ends inside the drain window is kept; one whose work does not end within it is closed.
+    Cases ending within ``margin`` s of the window's edge are not judged."""
+    expected = (f"work ending inside the {drain_window} s drain window: connection kept; "
+                f"work not ended by then: connection closed")
+    view = build_view(events)
+    return _judge_cases("PER-4", view, expected,
+                        lambda s: _open_transactions(view, s)
+                        + _requests_in_flight(view, s, ("stream", "copy", "slow_query"), False),
+                        drain_window, margin, True)
+
+
+def check_temp_tables_not_kept(events: list[Event]) -> Verdict:
+    """PER-5: a session holding temporary tables (``state.set`` kind ``temp_table``) when the
+    switchover starts is closed."""
+    view = build_view(events)
+    return _judge_cases("PER-5", view, "a session holding temporary tables at switchover time is closed",
+                        lambda s: _held_state(view, s, ("temp_table",)), None, 0.0, False)
+
+
+def check_partial_result_not_kept(events: list[Event], *, drain_window: float = 60.0, margin: float = 0.25) -> Verdict:
+    """PER-6: a session whose result is only partly delivered when the switchover fires (an ``f=stream``
+    operation with ``stream.progress`` before the start, not finished within the drain window) is closed."""
+    view = build_view(events)
+    return _judge_cases("PER-6", view, "a session with a partly delivered result at switchover time is closed",
+                        lambda s: _requests_in_flight(view, s, ("stream",), True), drain_window, margin, False)
+
+
+def check_open_transaction_not_kept(events: list[Event], *, drain_window: float = 60.0,
+                                    margin: float = 0.25) -> Verdict:
+    """PER-7: a session inside a transaction when the switchover begins that does not end it within
+    the drain window is closed."""
+    view = build_view(events)
+    return _judge_cases("PER-7", view,
+                        f"a transaction open at switchover time and not ended within {drain_window} s: closed",
+                        lambda s: _open_transactions(view, s), drain_window, margin, False)
+
+
+def check_cursor_not_kept(events: list[Event], *, drain_window: float = 60.0, margin: float = 0.25) -> Verdict:
+    """PER-8: a session with an open server cursor (``state.set`` kind ``cursor``) or an unfinished COPY
+    (``f=copy`` in progress, not finished within the drain window) at switchover time is closed."""
+    view = build_view(events)
+
+    def cases(s: Switchover) -> list[Case]:
+        held = _held_state(view, s, ("cursor",))
+        copies = [c for c in _requests_in_flight(view, s, ("copy",), False)
+                  if c.ended_at is None or c.ended_at - s.t0 > drain_window + margin]
+        return held + copies
+
+    return _judge_cases("PER-8", view, "a session with an open cursor or an unfinished COPY at switchover "
+                        "time is closed", cases, None, margin, False)
+
+
+register("PER-1", check_keepalive_on_switchover)
+register("PER-2", check_session_state_restored)
+register("PER-3", check_recovery_window)
+register("PER-4", check_drain_window)
+register("PER-5", check_temp_tables_not_kept)
+register("PER-6", check_partial_result_not_kept)
+register("PER-7", check_open_transaction_not_kept)
+register("PER-8", check_cursor_not_kept)

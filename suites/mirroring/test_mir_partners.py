@@ -1,0 +1,111 @@
+"""MIR-9 (partner cache update after a role change) and MIR-10 (stale failover partner), on a group
+of three nodes A = n1, B = n2, C = n3 (standbys with hot standby off: inactive partners). The
+principal publishes its current mirror's client-facing address as ``mirroring.partner`` (the
+PostgreSQL stand-in for the mirror name SQL Server returns at login); the topology records each
+change as a ``mirroring.partner`` event, which is what the MIR-9 checker compares the client's
+failover attempts with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mir_support import BackgroundOpen, client_address, client_variant, connstring, partner, try_open
+
+from harness.errors import HarnessError
+from harness.history.core import History
+from harness.rules.mirroring import check_mir_9, check_mir_10
+
+LT = 1.0
+GRACE = 1.0
+
+
+def _published(history: History, principal: str) -> str | None:
+    """The last ``mirroring.partner`` the topology recorded for ``principal`` (``host:port``)."""
+    pubs = [e for e in history.events("mirroring.partner") if e.get("node") == principal]
+    return str(pubs[-1].get("partner")) if pubs else None
+
+
+def _require_published(topology: Any, history: History, principal: str, mirror: str) -> None:
+    """Harness precondition (OBS-1): ``principal`` is the principal and publishes ``mirror``."""
+    host, port = client_address(topology, mirror)
+    seen = _published(history, principal)
+    if topology.principal.name != principal or seen != f"{host}:{port}":
+        raise HarnessError(f"scenario needs {principal} as principal publishing {mirror} ({host}:{port}); "
+                           f"principal is {topology.principal.name}, it published {seen!r}")
+
+
+def _open_and_close(client: Any, text: str, history: History, label: str) -> None:
+    """One open by the application; a connection is closed at once (only the attempts matter)."""
+    bg = BackgroundOpen(client, text, history, label=label)
+    bg.wait(LT + GRACE)
+    bg.finish(10.0).close()
+
+
+@pytest.mark.rule("MIR-9")
+@pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
+def test_failover_partner_cache_follows_role_changes(group: Any, faults: Any, history: History, check: Any,
+                                                     client: Any) -> None:
+    """MIR-9 with one client instance and ``Server=A; Failover Partner=B`` (LT = 1 s):
+
+    1. open on A (principal, publishes B): both variants cache B;
+    2. failover (A killed, B promoted, B publishes C); open: A fails, the failover attempt goes to the
+       cached B and opens; *native* now caches C, *managed* keeps B (it learns once);
+    3. switchover to C (C publishes B; A still down); open: attempt 2 goes to the cached partner -
+       C for native (opens), B for managed (now only a mirror: the open runs into its LT).
+
+    Odd attempts always go to A (the initial partner is never overwritten). The test judges the
+    variant the client declares (``client.variant``: the reference clients ``reference-native`` /
+    ``reference-managed``); **(interpretation)** a client that declares none is judged as native."""
+    variant = client_variant(client)
+    history.meta.setdefault("rule_params", {})["MIR-9"] = {"variant": variant}
+    text = connstring(group, "n1", "n2", login_timeout=LT)
+    _require_published(group, history, "n1", "n2")
+    _open_and_close(client, text, history, "1: principal A")
+    faults.failover()  # n1 killed, n2 promoted
+    _require_published(group, history, "n2", "n3")
+    _open_and_close(client, text, history, "2: principal B after failover")
+    faults.switchover("n3")
+    _require_published(group, history, "n3", "n2")
+    _open_and_close(client, text, history, "3: principal C after switchover")
+    check(check_mir_9(history.events(), initial=partner(group, "n1"), failover=partner(group, "n2"),
+                      variant=variant, process="app"))
+
+
+@pytest.mark.rule("MIR-10")
+@pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
+def test_stale_failover_partner_four_cases(group: Any, faults: Any, history: History, check: Any,
+                                           make_client: Any) -> None:
+    """MIR-10: ``Server=A; Failover Partner=B``, first connect of a fresh client (empty cache) in each
+    of the four cases (LT = 1 s):
+
+    | principal | mirror | first connect works? |
+    |---|---|---|
+    | A | B | yes |
+    | B | A | yes (via failover partner B) |
+    | C | A | no (A is only a mirror, B is stopped: stale) |
+    | A | C | yes (A answers; B stale) |
+
+    Reached by switchover to B, switchover to C + stop B, switchover back to A. The checker judges
+    each case's first open against the principal the test names."""
+    text = connstring(group, "n1", "n2", login_timeout=LT)
+    names = {"initial": partner(group, "n1"), "failover": partner(group, "n2")}
+    cases: list[tuple[str, str]] = []
+
+    def first_connect(case: str, principal: str, mirror: str) -> None:
+        _require_published(group, history, principal, mirror)
+        app = make_client(case)
+        result = try_open(app, text, history, label=f"{case}: principal {principal}, mirror {mirror}")
+        result.close()
+        cases.append((case, principal))
+
+    first_connect("case-A-B", "n1", "n2")
+    faults.switchover("n2")
+    first_connect("case-B-A", "n2", "n1")
+    faults.switchover("n3")
+    with faults.stop("n2"):  # B is no longer a partner (restarted as a standby at the end)
+        first_connect("case-C-A", "n3", "n1")
+        faults.switchover("n1")
+        first_connect("case-A-C", "n1", "n3")
+    check([check_mir_10(history.events(), **names, principal=partner(group, principal), process=case)
+           for case, principal in cases])

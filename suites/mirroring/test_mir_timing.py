@@ -1,0 +1,111 @@
+"""MIR-1, MIR-3, MIR-4, MIR-5, MIR-6: which partner each attempt goes to and how long it may be
+held, with black-holed partners (a ``timeout`` toxic: the TCP connect succeeds, nothing answers,
+so an attempt lasts exactly as long as the client holds it - its retry time, read at the fault
+proxy as ``conn.closed.t - conn.accepted.t``) and resetting partners (a ``reset_peer`` toxic).
+
+Short login timeouts (1 s): the schedule is proportional to LT (MIR-5: ``r × 0.08 × LT``), so the
+rounds are those of the 15 s table scaled by 1/15. The exact 15 s table is checked once, in
+``test_mir_default_login_timeout.py`` (slow).
+
+Each timing scenario runs under a machine-stall monitor: a try that violates a timing rule
+while the shared machine demonstrably stalled (a 5 ms sleep woke > 15 ms late) is recorded and run
+again with a fresh client, at most three tries (``mir_support.judge_with_stall_retry``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mir_support import BackgroundOpen, connstring, judge_with_stall_retry, partner
+
+from harness.history.core import History
+from harness.rules.mirroring import check_mir_1, check_mir_3, check_mir_4, check_mir_5, check_mir_6
+from harness.rules.verdict import Verdict
+
+LT = 1.0
+TOL = 0.020  # the harness goal; the checkers refuse anything looser than ±0.050 s
+#: How long past the login timeout the test waits for the open before it heals the faults (a client
+#: with no working login timeout is then unblocked and judged from what the proxies saw).
+GRACE = 1.0
+
+
+def _open_with_both_faulted(pair: Any, faults: Any, history: History, client: Any, how_initial: str,
+                            how_failover: str, login_timeout: float) -> None:
+    text = connstring(pair, "n1", "n2", login_timeout=login_timeout)
+    with faults.partition("n1", how=how_initial), faults.partition("n2", how=how_failover):
+        bg = BackgroundOpen(client, text, history, label=f"{how_initial}/{how_failover}")
+        bg.wait(login_timeout + GRACE)
+    bg.finish(10.0)
+
+
+@pytest.mark.rule("MIR-1", "MIR-4", "MIR-5", "MIR-6")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_black_holed_partners_alternate_on_the_retry_time_schedule(pair: Any, faults: Any, history: History,
+                                                                    check: Any, make_client: Any) -> None:
+    """Both partners black-holed, LT = 1 s. MIR-1: attempt 1 to the initial partner. MIR-4:
+    initial, failover, initial … until the login timeout. MIR-5: attempts held 80, 80, 160, 160,
+    240, 240 ms (r × 0.08 × LT ±20 ms). MIR-6: three rounds use 0.96 s; the fourth round is cut to
+    one 40 ms attempt on the initial partner ending at LT ±20 ms; nothing extends past LT."""
+
+    def scenario(k: int) -> list[Verdict]:
+        _open_with_both_faulted(pair, faults, history, make_client(f"app-{k}"), "blackhole", "blackhole", LT)
+        events = history.events()
+        names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
+        return [
+            check_mir_1(events, **names),
+            check_mir_4(events, **names, login_timeout=LT, tolerance=TOL),
+            check_mir_5(events, **names, login_timeout=LT, tolerance=TOL),
+            check_mir_6(events, **names, login_timeout=LT, tolerance=TOL),
+        ]
+
+    check(judge_with_stall_retry(history, scenario))
+
+
+@pytest.mark.rule("MIR-4", "MIR-5", "MIR-6")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_fast_failures_leave_time_for_more_rounds(pair: Any, faults: Any, history: History, check: Any,
+                                                  make_client: Any) -> None:
+    """Initial partner black-holed, failover partner resetting every connection at once (``reset``),
+    LT = 1 s. MIR-6: attempts that fail early leave time for further rounds - the initial partner's
+    attempts are held 80, 160, 240, 320 ms and the fifth round's (400 ms) is cut to end at LT ±20 ms.
+    MIR-4 alternation throughout; MIR-5 every black-holed attempt on schedule.
+    **(interpretation, MIR-7)** a round mixing a timeout with a fast failure gets no retry delay,
+    so the rounds follow each other at once."""
+
+    def scenario(k: int) -> list[Verdict]:
+        _open_with_both_faulted(pair, faults, history, make_client(f"app-{k}"), "blackhole", "reset", LT)
+        events = history.events()
+        names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
+        return [
+            check_mir_4(events, **names, login_timeout=LT, tolerance=TOL),
+            check_mir_5(events, **names, login_timeout=LT, tolerance=TOL),
+            check_mir_6(events, **names, login_timeout=LT, tolerance=TOL),
+        ]
+
+    check(judge_with_stall_retry(history, scenario))
+
+
+@pytest.mark.rule("MIR-3")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_no_failover_partner_only_the_initial_partner_is_tried(pair: Any, faults: Any, history: History,
+                                                              check: Any, make_client: Any) -> None:
+    """MIR-3: ``Server=<principal>`` with no ``Failover Partner``; the principal is black-holed (LT =
+    1 s), then, with a fresh client, resetting. The client must never reach the mirror (n2, which it
+    was not told about) and must fail by the login timeout (±20 ms), as for an unmirrored database.
+    **(interpretation, RULEBOOK via docs/mirroring.md)** "keeps trying until the network gives up or
+    LT expires" = attempts to the initial partner only, bounded by LT."""
+    text = connstring(pair, "n1", None, login_timeout=LT)
+
+    def scenario(k: int) -> list[Verdict]:
+        verdicts = []
+        for how in ("blackhole", "reset"):
+            app = make_client(f"app-{how}-{k}")
+            with faults.partition("n1", how=how):
+                bg = BackgroundOpen(app, text, history, label=how)
+                bg.wait(LT + GRACE)
+            bg.finish(10.0)
+            verdicts.append(check_mir_3(history.events(), initial=partner(pair, "n1"), failover=partner(pair, "n2"),
+                                        login_timeout=LT, tolerance=TOL, process=f"app-{how}-{k}"))
+        return verdicts
+
+    check(judge_with_stall_retry(history, scenario))

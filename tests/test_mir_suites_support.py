@@ -1,0 +1,46 @@
+"""The mirroring suites' timing-retry helper (``suites/mirroring/mir_support.py``): a violation of a
+timing rule is retried only when the machine demonstrably stalled, never a try whose violations are
+all of non-timing rules, and the last try's verdicts are what the test asserts."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from harness.history.core import History
+from harness.rules.verdict import Verdict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites" / "mirroring"))
+from mir_support import judge_with_stall_retry  # noqa: E402
+
+
+def _scenario(results: list[list[Verdict]]):
+    calls: list[int] = []
+
+    def scenario(k: int) -> list[Verdict]:
+        calls.append(k)
+        time.sleep(0.03)  # long enough for the monitor to wake a few times
+        return results[min(k, len(results)) - 1]
+
+    return scenario, calls
+
+
+def test_timing_violation_with_a_stall_is_retried_and_recorded() -> None:
+    h = History()
+    bad, good = [Verdict("MIR-5", False, observed="held 0.070 s")], [Verdict("MIR-5", True)]
+    scenario, calls = _scenario([bad, good])
+    out = judge_with_stall_retry(h, scenario, threshold=-1.0)  # every wake-up counts as a stall
+    assert calls == [1, 2] and out == good
+    assert h.meta["timing_retries"][0]["try"] == 1 and h.events("harness.retry")
+
+
+def test_no_retry_without_a_stall_or_for_a_non_timing_rule_and_last_try_wins() -> None:
+    bad5 = [Verdict("MIR-5", False)]
+    scenario, calls = _scenario([bad5])
+    assert judge_with_stall_retry(History(), scenario, threshold=60.0) == bad5 and calls == [1]
+    bad4 = [Verdict("MIR-4", False), Verdict("MIR-1", True)]
+    scenario, calls = _scenario([bad4])
+    assert judge_with_stall_retry(History(), scenario, threshold=-1.0) == bad4 and calls == [1]
+    scenario, calls = _scenario([bad5])
+    assert judge_with_stall_retry(History(), scenario, tries=3, threshold=-1.0) == bad5 and calls == [1, 2, 3]
