@@ -609,11 +609,9 @@ def test_cli_rejects_bad_address() -> None:
 
 
 def _pair_class() -> Any:
-    topology = pytest.importorskip("harness.topology")
-    pair_cls = getattr(topology, "Pair", None)
-    if pair_cls is None:
-        pytest.skip("harness.topology.Pair is not available yet")
-    return pair_cls
+    from harness.topology import Pair
+
+    return Pair
 
 
 def test_real_pair_switchover() -> None:

@@ -6,11 +6,10 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+import toxiproxy  # noqa: E402  (toxiproxy-python 0.1.1, a dev dependency)
 from toxiproxy_compat.tcp_servers import TcpServer, connect, echo_handler, round_trip
 
 from harness.toxiproxy import EmbeddedToxiproxy
-
-toxiproxy = pytest.importorskip("toxiproxy")
 
 
 @pytest.fixture

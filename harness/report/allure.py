@@ -7,7 +7,7 @@ does nothing Allure-specific. Labels for a test citing ``@pytest.mark.rule("MIR-
 * epic = the profile (``MIR`` -> "Mirroring (SQL Server)", ... ``DUR``/``OBS`` -> "Cross-cutting");
 * feature = the rule family (``MIR``), story = each rule ID, tag = each rule ID;
 * severity from :data:`RULE_SEVERITY` (default ``normal``; the highest of the cited rules wins);
-* a link per rule to its text in the RULEBOOK (``RULEBOOK.md#mir-5``).
+* a link per rule to its text (``docs/rules.md#mir-5``, generated from the RULEBOOK).
 """
 
 from __future__ import annotations

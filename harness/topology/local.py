@@ -518,7 +518,7 @@ class LocalTopology:
         with pg.admin_connect(self.socket_dir(new), newp["port"]) as conn:
             conn.execute("CHECKPOINT")  # pg_rewind reads the new timeline from the control file
         olds = self._node_state(old)
-        pg.rewind(Path(olds["datadir"]), self.socket_dir(new), newp["port"], self.run_as)
+        self._rewind(old, new)
         pg.make_standby(Path(olds["datadir"]), self.run_as)
         self._start_locked(old, wait=False)
         for other in self._state["nodes"]:
@@ -582,7 +582,7 @@ class LocalTopology:
         s, p = self._node_state(name), self._node_state(principal)
         with pg.admin_connect(self.socket_dir(principal), p["port"]) as conn:
             conn.execute("CHECKPOINT")
-        pg.rewind(Path(s["datadir"]), self.socket_dir(principal), p["port"], self.run_as)
+        self._rewind(name, principal)
         pg.make_standby(Path(s["datadir"]), self.run_as)
         s["needs_rewind"] = False
         self._start_locked(name, wait=True)
@@ -590,6 +590,17 @@ class LocalTopology:
             p["exposed"] = False
         self._reload(principal)
         self._wait_partner_published(principal)
+
+    def _rewind(self, name: str, principal: str) -> None:
+        """Make a stopped former principal/standby a copy of ``principal``'s timeline: pg_rewind, or a
+        fresh pg_basebackup when pg_rewind cannot (e.g. the WAL it needs is gone)."""
+        s, p = self._node_state(name), self._node_state(principal)
+        try:
+            pg.rewind(Path(s["datadir"]), self.socket_dir(principal), p["port"], self.run_as)
+        except TopologyError as exc:
+            reason = str(exc).strip().splitlines()[-1][:300]
+            self._emit("node.reclone", node=name, source=principal, reason=reason)
+            pg.reclone(Path(s["datadir"]), self.socket_dir(principal), p["port"], self.run_as)
 
     def _stop(self, name: str, mode: str) -> str:
         self._require(name, RUNNING, PAUSED)

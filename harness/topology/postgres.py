@@ -70,7 +70,7 @@ def server_version() -> str:
 # template
 # ------------------------------------------------------------------------------------------------
 
-TEMPLATE_LAYOUT_VERSION = "5"
+TEMPLATE_LAYOUT_VERSION = "6"
 
 
 def template_dir(run_as: RunAs) -> Path:
@@ -107,7 +107,9 @@ def _build_template(final: Path, run_as: RunAs) -> None:
     # Settings that must hold even when a tool starts the server on this directory with no
     # external config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control).
     with open(data / "postgresql.conf", "a") as conf:
-        conf.write("\n# failover-harness\nwal_log_hints = on\nwal_level = replica\n")
+        # wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the
+        # last common checkpoint (with 1 MB segments it otherwise can).
+        conf.write("\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n")
     sock = work / "sock"
     sock.mkdir()
     run_as.chown(sock, data / "pg_hba.conf")
@@ -321,6 +323,19 @@ def make_primary(datadir: Path) -> None:
     """Remove standby markers from a stopped data directory."""
     for leftover in ("standby.signal", "recovery.signal", "promote"):
         (datadir / leftover).unlink(missing_ok=True)
+
+
+def reclone(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> None:
+    """Replace a stopped node's data directory with a fresh ``pg_basebackup`` of the principal (the
+    fallback when ``pg_rewind`` cannot rewind it)."""
+    clear_stale_locks(datadir)
+    shutil.rmtree(datadir, ignore_errors=True)
+    res = run_tool([str(pg_bindir() / "pg_basebackup"), "-D", str(datadir), "-h", str(source_socket),
+                    "-p", str(source_port), "-U", SUPERUSER, "-X", "stream", "-c", "fast", "--no-sync"],
+                   run_as, timeout=300)
+    if res.returncode != 0:
+        raise TopologyError(f"pg_basebackup into {datadir} failed (exit {res.returncode}): "
+                            f"{(res.stderr or res.stdout).strip()[-1200:]}")
 
 
 def rewind(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> str:

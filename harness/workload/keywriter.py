@@ -74,7 +74,9 @@ class KeyWriter:
             _record(self.history, "op.invoke", process=self.process, op_id=op_id, f="write", value=key)
             if conn is None:
                 try:
-                    conn = psycopg.connect(self._dsn(), autocommit=True, connect_timeout=2)
+                    # no server-side prepared statements: poolers in transaction mode mix them up
+                    conn = psycopg.connect(self._dsn(), autocommit=True, connect_timeout=2,
+                                           prepare_threshold=None)
                 except psycopg.Error as exc:
                     self.failed += 1
                     _record(self.history, "op.fail", process=self.process, op_id=op_id, f="write", value=key,
@@ -83,10 +85,12 @@ class KeyWriter:
                     continue
             try:
                 conn.execute(f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, self.process))
-            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction,
-                    psycopg.errors.AdminShutdown) as exc:
-                # sent, connection broke or server refused mid-way: the commit may or may not have happened
-                definite = isinstance(exc, psycopg.errors.ReadOnlySqlTransaction)
+            except (psycopg.Error, ValueError) as exc:
+                # The server answered with an error (the autocommit statement certainly did not take
+                # effect: fail), or the connection broke after the statement was sent (the commit may
+                # or may not have happened: info). ValueError: a driver confused by a pooler.
+                definite = not (conn.broken or conn.closed or isinstance(exc, psycopg.OperationalError))
+                definite = definite or isinstance(exc, psycopg.errors.ReadOnlySqlTransaction)
                 if definite:
                     self.failed += 1
                 else:

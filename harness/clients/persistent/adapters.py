@@ -38,7 +38,7 @@ from harness.topology import postgres as pg
 from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
 
 Address = tuple[str, int]
-PGBOUNCER_BIN = os.environ.get("FAILOVER_HARNESS_PGBOUNCER", "pgbouncer")
+PGBOUNCER_BIN = os.environ.get("FAILOVER_HARNESS_PGBOUNCER") or shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
 class ClientStartError(HarnessError):
@@ -235,7 +235,7 @@ log_disconnections = 1
 
 def pgbouncer_version() -> str:
     """``pgbouncer --version`` first line, or MissingDependencyError naming the install command."""
-    path = shutil.which(PGBOUNCER_BIN)
+    path = shutil.which(PGBOUNCER_BIN)  # also accepts an absolute path to an executable
     if path is None:
         raise MissingDependencyError("pgbouncer is not installed: apt-get install -y pgbouncer "
                                      "(scripts/setup.sh lists it), or set FAILOVER_HARNESS_PGBOUNCER")
