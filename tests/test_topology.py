@@ -221,3 +221,20 @@ def test_invalid_requests_raise_clear_errors():
             pair.start("n2")
             pair.switchover("n1")
     assert issubclass(InvalidOperation, TopologyError)
+
+
+def test_rejoin_reclones_when_pg_rewind_cannot():
+    """If the WAL pg_rewind needs is gone, rejoin() falls back to a fresh base backup (and says so)."""
+    history = History()
+    with Pair(mode="sync", history=history, links="direct") as pair:
+        write(pair.principal, 1)
+        pair.failover()
+        write(pair.principal, 2)
+        for segment in (pair.node("n1").datadir / "pg_wal").glob("0000*"):
+            segment.unlink()  # the old principal's WAL: nothing left for pg_rewind to read
+        pair.rejoin()
+        reclones = history.events("node.reclone")
+        assert [e.get("node") for e in reclones] == ["n1"] and "pg_rewind" in reclones[0].get("reason")
+        assert streaming_standbys(pair.principal) == {"n1"}
+        pair.switchover()
+        assert pair.principal.name == "n1" and keys(pair.principal) == {1, 2}
