@@ -5,6 +5,7 @@ harness errors, 5 nothing collected)."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -40,6 +41,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
     argv = pytest_args(args)
+    results = Path(args.results) if args.results else reports_dir() / "allure-results"
+    if results.exists() and not args.append_results:
+        shutil.rmtree(results)  # one run, one set of results (trends come from the previous report)
     print(f"[failover-harness] pytest {' '.join(argv)}", file=sys.stderr, flush=True)
     return int(pytest.main(argv))
 
@@ -50,7 +54,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"])
     p.add_argument("--client", help="client under test: a registered name or module:attr (default: the "
                                     "profile's reference client)")
-    p.add_argument("--results", help="Allure results folder (default reports/allure-results)")
+    p.add_argument("--results", help="Allure results folder (default reports/allure-results; emptied first)")
+    p.add_argument("--append-results", action="store_true", help="keep earlier results in the folder")
     p.add_argument("--keep-on-failure", action="store_true", help="leave a failing test's topology up")
     p.add_argument("--jobs", "-n", default="1", help="pytest-xdist workers (timing suites prefer 1)")
     p.add_argument("-k", dest="select", help="pytest -k expression")
