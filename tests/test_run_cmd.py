@@ -43,3 +43,35 @@ def test_run_writes_fresh_results_and_returns_pytest_exit_code(tmp_path):
 def test_run_rejects_a_missing_suite_path(tmp_path):
     out = subprocess.run(FH + ["run", str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "no such suite path" in out.stderr and "Traceback" not in out.stderr
+
+
+RECHECK_SUITE = '''
+import pytest
+from harness.rules.durability import check_no_acknowledged_write_lost
+
+@pytest.mark.rule("DUR-1")
+def test_lost_write(history, check):
+    history.record("op.ok", process="w", op_id=1, f="write", value=1)
+    history.record("op.ok", process="w", op_id=2, f="write", value=2)
+    history.record("op.invoke", process="c", op_id=3, f="read_all", value=None)
+    history.record("op.ok", process="c", op_id=3, f="read_all", value=[1])
+    check(check_no_acknowledged_write_lost(history.events(), mode="async"))
+'''
+
+
+def test_saved_history_is_rechecked_offline_with_the_suites_parameters(tmp_path):
+    """Acceptance (Foundation 3): ``failover-harness check HISTORY`` re-judges a suite's saved
+    history with the rules and parameters the suite used, and gets the same verdict."""
+    suite = tmp_path / "test_recheck.py"
+    suite.write_text(RECHECK_SUITE)
+    histories = tmp_path / "h"
+    run = subprocess.run(FH + ["run", str(suite), "--results", str(tmp_path / "r"),
+                               f"--pytest-arg=--history-dir={histories}"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "DUR-1" in run.stdout
+    saved = next(histories.glob("*.jsonl"))
+    again = subprocess.run(FH + ["check", str(saved)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1, again.stderr
+    assert again.stdout.startswith("DUR-1 VIOLATED") and "async" in again.stdout and "2" in again.stdout
+    forced = subprocess.run(FH + ["check", str(saved), "--rules", "DUR-1", "--param", "mode=sync"],
+                            capture_output=True, text=True, timeout=60)
+    assert forced.returncode == 1 and "async" not in forced.stdout.split("observed")[0]

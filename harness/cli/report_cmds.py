@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Run registered checkers on a saved history. Exit 0 = all kept, 1 = a rule "
         "violated, 4 = no violation but a verdict unknown, 2 = bad input.")
     p.add_argument("history", type=Path, help="a history saved as JSON lines (*.jsonl)")
-    p.add_argument("--rules", required=True,
-                   help="comma-separated rule IDs, e.g. MIR-5,MIR-4 (or 'all' for every registered one)")
+    p.add_argument("--rules", default="recorded",
+                   help="comma-separated rule IDs, e.g. MIR-5,MIR-4; 'recorded' (default) = the rules the "
+                   "suite checked in this history, with the parameters it used; 'all' = every registered one")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="checker parameter (repeatable); VALUE is parsed as JSON when it can be "
                    "(15, 0.5, true, [1,2]) else taken as text; RULE:KEY=VALUE targets one rule")
@@ -83,6 +84,18 @@ def parse_params(items: list[str], rule_ids: list[str]) -> tuple[dict[str, Any],
     return common, per_rule
 
 
+def recorded_params(meta: dict[str, Any], rule_id: str) -> list[dict[str, Any]]:
+    """The parameter sets a suite judged ``rule_id`` with (``details["params"]`` of the verdicts saved
+    in the history's meta), each once, in order; ``[{}]`` when there are none (then only
+    ``meta["rule_params"]`` and ``--param`` supply parameters)."""
+    seen: list[dict[str, Any]] = []
+    for v in meta.get("verdicts", []):
+        params = (v.get("details") or {}).get("params")
+        if v.get("rule_id") == rule_id and isinstance(params, dict) and params not in seen:
+            seen.append(params)
+    return seen or [{}]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """``failover-harness check``: re-check a saved history; one line per verdict."""
     from harness.history.store import read_jsonl
@@ -91,6 +104,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     rule_ids = [r.strip().upper() for r in args.rules.split(",") if r.strip()]
     if rule_ids == ["ALL"]:
         rule_ids = registry.all_rules()
+    elif rule_ids == ["RECORDED"]:
+        meta, _ = read_jsonl(args.history)
+        rule_ids = list(dict.fromkeys(v["rule_id"] for v in meta.get("verdicts", [])))
+        if not rule_ids:
+            raise ConfigError(f"{args.history} records no checked verdicts; name the rules with --rules "
+                              "(e.g. --rules DUR-1) and their parameters with --param")
     if not rule_ids:
         raise ConfigError("--rules is empty; give rule IDs such as DUR-1 or MIR-5,MIR-4")
     entries = [registry.get(r) for r in rule_ids]  # unknown IDs fail before anything runs
@@ -107,7 +126,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError(f"--param {', '.join(sorted(unused))}: no checker among "
                           f"{', '.join(rule_ids)} takes it")
     meta, events = read_jsonl(args.history)
-    verdicts = [entry.check(events, meta, **params) for entry, params in calls]
+    verdicts = []
+    for entry, params in calls:
+        for recorded in ([{}] if params else recorded_params(meta, entry.rule_id)):
+            verdicts.append(entry.check(events, meta, **{**recorded, **params}))
     for v in verdicts:
         if args.json:
             print(json.dumps(v.to_dict(), default=str))

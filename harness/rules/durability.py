@@ -97,4 +97,5 @@ def params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
-register(RULE_ID, check_no_acknowledged_write_lost, params_from_meta=params_from_meta)
+check_no_acknowledged_write_lost = register(RULE_ID, check_no_acknowledged_write_lost,
+                                           params_from_meta=params_from_meta).checker

@@ -585,11 +585,11 @@ def check_cursor_not_kept(events: list[Event], *, drain_window: float = 60.0, ma
                         "time is closed", cases, None, margin, False)
 
 
-register("PER-1", check_keepalive_on_switchover)
-register("PER-2", check_session_state_restored)
-register("PER-3", check_recovery_window)
-register("PER-4", check_drain_window)
-register("PER-5", check_temp_tables_not_kept)
-register("PER-6", check_partial_result_not_kept)
-register("PER-7", check_open_transaction_not_kept)
-register("PER-8", check_cursor_not_kept)
+check_keepalive_on_switchover = register("PER-1", check_keepalive_on_switchover).checker
+check_session_state_restored = register("PER-2", check_session_state_restored).checker
+check_recovery_window = register("PER-3", check_recovery_window).checker
+check_drain_window = register("PER-4", check_drain_window).checker
+check_temp_tables_not_kept = register("PER-5", check_temp_tables_not_kept).checker
+check_partial_result_not_kept = register("PER-6", check_partial_result_not_kept).checker
+check_open_transaction_not_kept = register("PER-7", check_open_transaction_not_kept).checker
+check_cursor_not_kept = register("PER-8", check_cursor_not_kept).checker

@@ -12,6 +12,8 @@ imported the first time the registry is asked (modules not written yet are skipp
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import inspect
 import threading
@@ -104,6 +106,34 @@ def rule_params_from_meta(rule_id: str) -> ParamsFromMeta:
     return params
 
 
+def _jsonable(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value, default=str))
+
+
+def recording(checker: Checker) -> Checker:
+    """Wrap a checker so that each verdict carries the parameters it was judged with
+    (``details["params"]``): a saved history can then be re-checked offline exactly as the suite
+    checked it (``failover-harness check``). Idempotent."""
+    if getattr(checker, "__records_params__", False):
+        return checker
+    cached = getattr(checker, "__recording__", None)
+    if cached is not None:
+        return cached
+
+    @functools.wraps(checker)
+    def wrapper(events: Any, *args: Any, **params: Any) -> Verdict:
+        verdict = checker(events, *args, **params)
+        if isinstance(verdict, Verdict) and "params" not in verdict.details:
+            verdict = dataclasses.replace(verdict, details={**verdict.details, "params": _jsonable(params)})
+        return verdict
+
+    wrapper.__records_params__ = True  # type: ignore[attr-defined]
+    checker.__recording__ = wrapper  # type: ignore[attr-defined]
+    return wrapper
+
+
 def register(rule_id: str, checker: Checker, params_from_meta: ParamsFromMeta | None = None,
              *, replace: bool = False) -> RegisteredRule:
     """Register ``checker`` for ``rule_id`` (e.g. ``"DUR-1"``) and return the entry.
@@ -112,6 +142,7 @@ def register(rule_id: str, checker: Checker, params_from_meta: ParamsFromMeta | 
     default reads ``meta["rule_params"][rule_id]``. Registering a different checker for an ID that
     already has one is a ConfigError unless ``replace=True``."""
     rule_id = rule_id.strip().upper()
+    checker = recording(checker)
     entry = RegisteredRule(rule_id, checker, params_from_meta or rule_params_from_meta(rule_id))
     with _lock:
         existing = _rules.get(rule_id)
