@@ -23,7 +23,6 @@ from harness.topology.run import load_state
 from harness.workload.oltp import TrackedSession
 
 # pgbouncer is installed by `make setup` (scripts/setup.sh); a missing one fails these tests.
-needs_pgbouncer = pytest.mark.usefixtures()
 
 
 @pytest.fixture
@@ -43,7 +42,6 @@ def test_registry_lists_the_four_persistent_clients() -> None:
     assert registry.resolve_client("pgbouncer-transaction", "persistent").factory is adapters.pgbouncer_transaction
 
 
-@needs_pgbouncer
 def test_pgbouncer_transaction_keeps_sessions_across_a_coordinated_switchover(env: Any) -> None:
     pair, faults, h = env
     client = adapters.open_client(adapters.pgbouncer_transaction, pair=pair, history=h, drain_window=2)
@@ -74,7 +72,6 @@ def test_pgbouncer_transaction_keeps_sessions_across_a_coordinated_switchover(en
     assert all(p["pid"] != pid for p in load_state(pair.path)["processes"])
 
 
-@needs_pgbouncer
 def test_pgbouncer_session_pause_never_completes_and_sessions_are_lost(env: Any) -> None:
     pair, faults, h = env
     with adapters.pgbouncer_session(pair=pair, history=h, drain_window=0.8) as client:
@@ -92,7 +89,6 @@ def test_pgbouncer_session_pause_never_completes_and_sessions_are_lost(env: Any)
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is False
 
 
-@needs_pgbouncer
 def test_pgbouncer_is_killed_when_the_run_is_torn_down() -> None:
     pair = Pair(mode="async").up()
     client = adapters.pgbouncer_transaction(pair=pair)

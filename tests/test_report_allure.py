@@ -17,7 +17,6 @@ from harness.report.builder import allure_binary, build_report, embedded_files
 
 RULES = repo_root() / "docs" / "rules.md"  # generated from the shared RULEBOOK (scripts/sync_rulebook.py)
 # The Allure CLI is installed by `make setup` (scripts/setup.sh); a missing one fails these tests.
-needs_allure = pytest.mark.usefixtures()
 
 
 def test_labels_for_a_mirroring_test() -> None:
@@ -101,7 +100,6 @@ def _results(tmp_path: Path) -> Path:
     return res
 
 
-@needs_allure
 def test_single_file_report_embeds_tests_categories_and_keeps_the_trend(tmp_path: Path) -> None:
     res = _results(tmp_path)
     out = tmp_path / "report"
@@ -124,7 +122,6 @@ def test_single_file_report_embeds_tests_categories_and_keeps_the_trend(tmp_path
     assert (res / "history" / "history-trend.json").exists()
 
 
-@needs_allure
 def test_report_command_prints_the_html_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = _results(tmp_path)
     out = tmp_path / "multi"
@@ -145,7 +142,6 @@ def test_missing_allure_names_make_setup(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert main(["report", "--results", str(res), "--output", str(tmp_path / "o")]) == 3
 
 
-@needs_allure
 def test_missing_java_names_make_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
