@@ -32,21 +32,18 @@ def cmd_up(args: argparse.Namespace) -> int:
                          topology=args.topology, detached=args.detach, links=links,
                          progress=_progress(not args.json or not args.detach))
     topo.up()
-    desc = topo.describe()
-    if args.json:
-        print(json.dumps(desc), flush=True)
-    else:
-        _print_human(desc)
     if args.detach:
+        _print_desc(topo.describe(), args.json)
         return 0
-    print("[failover-harness] running; press Ctrl-C to tear down", file=sys.stderr, flush=True)
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:
         stop["now"] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
+    try:  # from here on, every way out (Ctrl-C at any moment, SIGTERM, an error) tears down
+        signal.signal(signal.SIGTERM, on_signal)
+        _print_desc(topo.describe(), args.json)
+        print("[failover-harness] running; press Ctrl-C to tear down", file=sys.stderr, flush=True)
         while not stop["now"]:
             time.sleep(0.2)
     except KeyboardInterrupt:
@@ -55,6 +52,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         topo.down()
         print("[failover-harness] torn down", file=sys.stderr, flush=True)
     return 0
+
+
+def _print_desc(desc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(desc), flush=True)
+    else:
+        _print_human(desc)
+        sys.stdout.flush()
 
 
 def _print_human(desc: dict[str, Any]) -> None:
