@@ -687,8 +687,10 @@ class _Svg:
         if a.conn is not None:
             accepted = a.conn.accepted
             lines.append(f"network: proxy {accepted.get('proxy')} connection {accepted.get('conn_id')}")
+        # which partner: "I" initial / "F" failover (MIR), so the alternation reads off the client lane
+        mark = {"initial": "I ", "failover": "F "}.get(str(s.get("target")), "")
         self.bar(g, s.t, t_end, y, h, OUTCOMES[outcome][0], "\n".join(lines),
-                 f"bar attempt attempt-{outcome}", _fmt_s(t_end - s.t) if e is not None else None,
+                 f"bar attempt attempt-{outcome}", f"{mark}{_fmt_s(t_end - s.t)}" if e is not None else None,
                  indices=[s.index] + ([e.index] if e is not None else []))
         retry = s.get("retry_time")
         # the retry-time mark only where it matters: attempts that ran for most of their retry time

@@ -350,10 +350,15 @@ def test_toxicity_draw_is_stable_per_connection_until_changed(toxi, echo) -> Non
     toxi.client.add_toxic(p.name, "latency", toxicity=0.5, attributes={"latency": 150})
     socks = [connect(p.listen_port) for _ in range(16)]
     try:
-        rounds = [_parallel_rtts(socks) for _ in range(3)]
-        # an acting toxic is never faster than its latency; an inactive one almost never that slow
-        slow = [[r[i] >= 0.150 - LATENCY_TOL for r in rounds] for i in range(len(socks))]
-        stable = sum(len(set(per_conn)) == 1 for per_conn in slow)
+        def measure() -> tuple[list[list[float]], list[list[bool]], int]:
+            rounds = [_parallel_rtts(socks) for _ in range(3)]
+            # an acting toxic is never faster than its latency; an inactive one almost never that slow
+            slow = [[r[i] >= 0.150 - LATENCY_TOL for r in rounds] for i in range(len(socks))]
+            return rounds, slow, sum(len(set(per_conn)) == 1 for per_conn in slow)
+
+        rounds, slow, stable = measure()
+        if stable < len(socks) - 1:  # a scheduler stall can make an inactive link look slow once:
+            rounds, slow, stable = measure()  # a per-chunk (unstable) draw fails both measurements
         assert stable >= len(socks) - 1, rounds  # same draw for the whole connection
         acting = sum(all(per_conn) for per_conn in slow)
         assert 0 < acting < len(socks), slow  # both outcomes occur (fails with p = 3e-5)
