@@ -104,10 +104,12 @@ def _keep(topo: LocalTopology) -> None:
     topo.refresh()
     topo._state["detached"] = True
     save_state(topo.path, topo._state)
+    topo.links.teardown()  # an in-process fault proxy cannot outlive pytest: stop it cleanly now
     lines = [f"[failover-harness] --keep-on-failure: run {topo.run_id} left up in {topo.path}"]
     for node in topo.nodes:
         lines.append(f"    {node.name} {node.role:9} {node.dsn(direct=True)}")
-    lines.append(f"    (fault proxies end with this pytest run; clean up: failover-harness down --run {topo.run_id})")
+    lines.append(f"    (servers only: the fault proxies ended with the test; clean up: failover-harness down --run "
+                 f"{topo.run_id})")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -151,3 +151,33 @@ def test_up_in_the_foreground_tears_down_on_ctrl_c(isolated_home):
     assert "torn down" in proc.stderr.read()
     assert not run_dir.exists()
     assert not any(_listening(p) for p in ports)
+
+
+KEEP_SUITE = '''
+import pytest
+
+@pytest.mark.rule("DUR-1")
+def test_fails_with_a_pair(pair):
+    assert pair.principal.name == "nobody"
+'''
+
+
+def test_keep_on_failure_leaves_the_failed_tests_servers_up(isolated_home, tmp_path):
+    """--keep-on-failure: a failed test's servers stay up (its reaper leaves it alone), the run says
+    how to reach them, and ``down --all`` removes them afterwards."""
+    suite = tmp_path / "test_keep.py"
+    suite.write_text(KEEP_SUITE)
+    out = subprocess.run(FH + ["run", str(suite), "--keep-on-failure", "--results", str(tmp_path / "r"),
+                               f"--pytest-arg=--history-dir={tmp_path / 'h'}", "--pytest-arg=-s"],
+                         env=isolated_home, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "--keep-on-failure: run" in out.stderr and "failover-harness down --run" in out.stderr
+    runs = list((Path(isolated_home["FAILOVER_HARNESS_HOME"]) / "runs").iterdir())
+    assert len(runs) == 1
+    time.sleep(1.0)  # the reaper polls every 0.25 s: it must have left the kept run alone
+    state = json.loads((runs[0] / "state.json").read_text())
+    ports = [n["port"] for n in state["nodes"]]
+    assert runs[0].exists() and all(_listening(p) for p in ports)
+    down = subprocess.run(FH + ["down", "--all"], env=isolated_home, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0 and not runs[0].exists()
+    assert not any(_listening(p) for p in ports)
