@@ -170,3 +170,44 @@ def spec_value(spec: ConnectionSpec | None, text: str | None = None) -> dict[str
     return {"initial": str(spec.initial), "failover": str(spec.failover) if spec.failover else None,
             "database": spec.database, "login_timeout": spec.login_timeout,
             **({"connstring": text} if text is not None else {})}
+
+
+def first_line(text: str) -> str:
+    """A server message on one line (its first three non-empty lines joined)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[:3])
+
+
+def recorded_execute(rec: Recorder, conn: Any, lock: Any, sql: str, params: Sequence[Any] | None,
+                     lost_message: str) -> list[tuple[Any, ...]]:
+    """Run one statement on a psycopg connection, recording it as an ``execute`` operation. A
+    connection that broke raises :class:`ConnectionLostError` (recorded as ``info``: the outcome is
+    unknown, MIR-11); a statement error is recorded as ``fail`` and re-raised."""
+    import psycopg
+
+    op = rec.invoke("execute", sql)
+    try:
+        with lock:
+            cur = conn.execute(sql, params)
+            rows = cur.fetchall() if cur.description is not None else []
+    except psycopg.OperationalError as exc:
+        if conn.broken or conn.closed:
+            rec.info(op, "execute", f"ConnectionLostError: {first_line(str(exc))}")
+            raise ConnectionLostError(f"{lost_message}: {first_line(str(exc))}") from exc
+        rec.fail(op, "execute", f"{type(exc).__name__}: {first_line(str(exc))}")
+        raise
+    except psycopg.Error as exc:
+        rec.fail(op, "execute", f"{type(exc).__name__}: {first_line(str(exc))}")
+        raise
+    rec.ok(op, "execute", len(rows))
+    return [tuple(r) for r in rows]
+
+
+def recorded_close(rec: Recorder, conn: Any) -> bool:
+    """Close a psycopg connection once, recording a ``close`` operation; False if already closed."""
+    if conn.closed:
+        return False
+    op = rec.invoke("close")
+    conn.close()
+    rec.ok(op, "close")
+    return True

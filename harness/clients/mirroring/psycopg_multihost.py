@@ -29,9 +29,10 @@ from psycopg.conninfo import make_conninfo
 
 from harness.clients.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
 from harness.clients.mirroring.protocol import (
-    ConnectionLostError,
     ConnectionOpenError,
     Recorder,
+    recorded_close,
+    recorded_execute,
     spec_value,
 )
 
@@ -73,31 +74,12 @@ class MultiHostConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement; a broken connection raises :class:`ConnectionLostError`."""
-        rec = self._client.recorder
-        op = rec.invoke("execute", sql)
-        try:
-            with self._lock:
-                cur = self._conn.execute(sql, params)  # type: ignore[arg-type]
-                rows = cur.fetchall() if cur.description is not None else []
-        except psycopg.OperationalError as exc:
-            if self._conn.broken or self._conn.closed:
-                rec.info(op, "execute", f"ConnectionLostError: {exc}")
-                raise ConnectionLostError(str(exc)) from exc
-            rec.fail(op, "execute", f"{type(exc).__name__}: {exc}")
-            raise
-        except psycopg.Error as exc:
-            rec.fail(op, "execute", f"{type(exc).__name__}: {exc}")
-            raise
-        rec.ok(op, "execute", len(rows))
-        return [tuple(r) for r in rows]
+        return recorded_execute(self._client.recorder, self._conn, self._lock, sql, params,
+                                f"connection to {self.presented_server} lost")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        if self._conn.closed:
-            return
-        op = self._client.recorder.invoke("close")
-        self._conn.close()
-        self._client.recorder.ok(op, "close")
+        recorded_close(self._client.recorder, self._conn)
         self._client._forget(self)
 
 

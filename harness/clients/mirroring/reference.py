@@ -63,6 +63,9 @@ from harness.clients.mirroring.protocol import (
     ConnectionLostError,
     ConnectionOpenError,
     Recorder,
+    first_line,
+    recorded_close,
+    recorded_execute,
     spec_value,
 )
 from harness.errors import ConfigError
@@ -103,11 +106,6 @@ def classify_connect_error(message: str) -> str:
     if any(k in text for k in _ERROR):
         return "error"
     return "reset"
-
-
-def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return " | ".join(lines[:3])
 
 
 @dataclass
@@ -152,38 +150,21 @@ class ReferenceConnection:
         """Run one statement; a broken connection raises :class:`ConnectionLostError` (MIR-11: the
         application must open again; nothing reconnects by itself)."""
         rec = self._client.recorder
-        op = rec.invoke("execute", sql)
         if self.broken or self._conn.closed:
+            op = rec.invoke("execute", sql)
             rec.fail(op, "execute", "ConnectionLostError: connection is closed")
             raise ConnectionLostError("the connection is closed; open a new one (MIR-11)")
         try:
-            with self._lock:
-                cur = self._conn.execute(sql, params)  # type: ignore[arg-type]
-                rows = cur.fetchall() if cur.description is not None else []
-        except psycopg.OperationalError as exc:
-            lost = self._conn.broken or self._conn.closed
-            if lost:
-                self.broken = True
-                rec.info(op, "execute", f"ConnectionLostError: {_first_line(str(exc))}")
-                raise ConnectionLostError(f"connection to {self.served_by.hostport} lost: "
-                                          f"{_first_line(str(exc))}") from exc
-            rec.fail(op, "execute", f"{type(exc).__name__}: {_first_line(str(exc))}")
+            return recorded_execute(rec, self._conn, self._lock, sql, params,
+                                    f"connection to {self.served_by.hostport} lost")
+        except ConnectionLostError:
+            self.broken = True
             raise
-        except psycopg.Error as exc:
-            rec.fail(op, "execute", f"{type(exc).__name__}: {_first_line(str(exc))}")
-            raise
-        rec.ok(op, "execute", len(rows))
-        return [tuple(r) for r in rows]
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        if self._conn.closed:
-            return
-        rec = self._client.recorder
-        op = rec.invoke("close")
-        self._conn.close()
-        rec.ok(op, "close")
-        self._client._forget(self)
+        if recorded_close(self._client.recorder, self._conn):
+            self._client._forget(self)
 
     def __enter__(self) -> ReferenceConnection:
         return self
@@ -466,13 +447,13 @@ class ReferenceMirroringClient:
         try:
             while True:
                 if pgconn.status == pq.ConnStatus.BAD:
-                    msg = _first_line(pgconn.get_error_message())
+                    msg = first_line(pgconn.get_error_message())
                     return _Outcome(classify_connect_error(msg), msg)
                 status = pgconn.connect_poll()
                 if status == pq.PollingStatus.OK:
                     break
                 if status == pq.PollingStatus.FAILED:
-                    msg = _first_line(pgconn.get_error_message())
+                    msg = first_line(pgconn.get_error_message())
                     return _Outcome(classify_connect_error(msg), msg)
                 if "local" not in box:
                     box["local"] = _local_address(pgconn.socket)
@@ -502,7 +483,7 @@ class ReferenceMirroringClient:
                 results.append(res)
             ok = [r for r in results if r.status == pq.ExecStatus.TUPLES_OK]
             if not ok:
-                msg = _first_line(pgconn.get_error_message()) or "login check failed"
+                msg = first_line(pgconn.get_error_message()) or "login check failed"
                 return _Outcome(classify_connect_error(msg), msg)
             in_recovery = ok[0].get_value(0, 0) == b"t"
             raw = ok[0].get_value(0, 1)
@@ -513,7 +494,7 @@ class ReferenceMirroringClient:
             pgconn = None  # handed over
             return result
         except psycopg.OperationalError as exc:
-            msg = _first_line(str(exc))
+            msg = first_line(str(exc))
             return _Outcome(classify_connect_error(msg), msg)
         finally:
             if pgconn is not None:
