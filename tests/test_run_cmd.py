@@ -75,3 +75,20 @@ def test_saved_history_is_rechecked_offline_with_the_suites_parameters(tmp_path)
     forced = subprocess.run(FH + ["check", str(saved), "--rules", "DUR-1", "--param", "mode=sync"],
                             capture_output=True, text=True, timeout=60)
     assert forced.returncode == 1 and "async" not in forced.stdout.split("observed")[0]
+
+
+def test_the_readme_suite_example_runs_and_keeps_dur1(tmp_path):
+    """The 10-line suite test shown in README.md is real: it runs against a real pair and passes."""
+    import re
+
+    from harness.paths import repo_root
+
+    readme = (repo_root() / "README.md").read_text()
+    example = re.search(r"## A suite test\n\n```python\n(.*?)```", readme, re.S).group(1)
+    suite = tmp_path / "test_readme_example.py"
+    suite.write_text(example)
+    out = subprocess.run(FH + ["run", str(suite), "--results", str(tmp_path / "r"),
+                               f"--pytest-arg=--history-dir={tmp_path / 'h'}"], capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "1 passed" in out.stdout

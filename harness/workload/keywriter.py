@@ -51,7 +51,8 @@ class KeyWriter:
         self._thread = threading.Thread(target=self._run, name=f"keywriter-{process}", daemon=True)
 
     def start(self) -> KeyWriter:
-        """Start writing in the background."""
+        """Create the key table if needed, then start writing in the background."""
+        ensure_table(self._dsn())
         self._thread.start()
         return self
 
