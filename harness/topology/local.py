@@ -526,6 +526,9 @@ class LocalTopology:
                 self._reload(other["name"])
         self._wait_started(old)
         self._wait_streaming(old, new)
+        for other in self._state["nodes"]:  # done only when every standby follows the new principal
+            if other["name"] not in (old, new) and other["state"] == RUNNING:
+                self._follow_or_rewind(other["name"], new)
         self._reload(new)  # the partner is now known to be live
         self._wait_partner_published(new)
         return old
