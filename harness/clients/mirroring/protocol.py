@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from harness.clients.connstring import ConnectionSpec
+from harness.clients.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
 
 #: Outcomes of one attempt (``attempt.end`` ``outcome``).
 OUTCOMES = ("opened", "refused", "timeout", "reset", "inactive", "error", "aborted")
@@ -211,3 +211,17 @@ def recorded_close(rec: Recorder, conn: Any) -> bool:
     conn.close()
     rec.ok(op, "close")
     return True
+
+
+def parse_recorded(rec: Recorder, spec: ConnectionSpec | str) -> tuple[ConnectionSpec, str | None]:
+    """The :class:`ConnectionSpec` of an ``open`` argument and its original text (None when a spec
+    was given). A refused connection string (e.g. no database, MIR-2) is recorded as a failed open
+    with no attempt and re-raised as :class:`ConnectionStringError`."""
+    if not isinstance(spec, str):
+        return spec, None
+    try:
+        return parse_connection_string(spec), spec
+    except ConnectionStringError as exc:
+        op = rec.invoke("open", spec_value(None, spec))
+        rec.fail(op, "open", f"ConnectionStringError: {exc}")
+        raise

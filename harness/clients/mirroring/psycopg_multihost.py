@@ -27,10 +27,11 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from harness.clients.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
+from harness.clients.connstring import ConnectionSpec
 from harness.clients.mirroring.protocol import (
     ConnectionOpenError,
     Recorder,
+    parse_recorded,
     recorded_close,
     recorded_execute,
     spec_value,
@@ -102,15 +103,7 @@ class PsycopgMultiHostClient:
     def open(self, spec: ConnectionSpec | str) -> MultiHostConnection:
         """Connect with the multi-host string derived from ``spec``."""
         rec = self.recorder
-        text = spec if isinstance(spec, str) else None
-        if text is not None:
-            try:
-                spec = parse_connection_string(text)
-            except ConnectionStringError as exc:
-                op = rec.invoke("open", spec_value(None, text))
-                rec.fail(op, "open", f"ConnectionStringError: {exc}")
-                raise
-        assert isinstance(spec, ConnectionSpec)
+        spec, text = parse_recorded(rec, spec)
         op = rec.invoke("open", {**spec_value(spec, text),
                                  "conninfo": multihost_conninfo(spec, redact=True, **self.conninfo_extra)})
         if self._closed:

@@ -56,7 +56,7 @@ import psycopg
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
 
-from harness.clients.connstring import Address, ConnectionSpec, ConnectionStringError, parse_connection_string
+from harness.clients.connstring import Address, ConnectionSpec, ConnectionStringError
 from harness.clients.mirroring.protocol import (
     RETRYABLE,
     AttemptRecord,
@@ -64,6 +64,7 @@ from harness.clients.mirroring.protocol import (
     ConnectionOpenError,
     Recorder,
     first_line,
+    parse_recorded,
     recorded_close,
     recorded_execute,
     spec_value,
@@ -221,16 +222,7 @@ class ReferenceMirroringClient:
         """Open a connection (MIR-1…10, MIR-13); raises :class:`ConnectionOpenError` or, for a
         refused connection string, :class:`ConnectionStringError` (MIR-2)."""
         rec = self.recorder
-        text = spec if isinstance(spec, str) else None
-        if text is not None:
-            try:
-                parsed = parse_connection_string(text)
-            except ConnectionStringError as exc:
-                op = rec.invoke("open", spec_value(None, text))
-                rec.fail(op, "open", f"ConnectionStringError: {exc}")
-                raise
-        else:
-            parsed = spec
+        parsed, text = parse_recorded(rec, spec)
         op = rec.invoke("open", spec_value(parsed, text))
         if self._closed:
             rec.fail(op, "open", "client is shut down", reason="aborted")
