@@ -15,13 +15,15 @@ setup:
 	@bash scripts/setup.sh
 
 test: setup
+	$(VENV)/bin/lint-imports --no-cache
 	$(PYTEST) -n $(JOBS) tests
 
 chaos: setup
 	$(FH) run --backend local suites; status=$$?; $(FH) report; exit $$status
 
 lint: setup
-	$(VENV)/bin/ruff check harness tests suites benchmarks
+	$(VENV)/bin/ruff check harness tests suites benchmarks scripts
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: setup
 	$(PY) benchmarks/topology.py

@@ -31,7 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.clients.persistent import adapters, reference  # noqa: E402
+from harness.clients import persistent as adapters  # noqa: E402
+from harness.clients.persistent import reference_client as reference  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402

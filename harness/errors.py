@@ -1,12 +1,27 @@
-"""The two kinds of failure the harness reports, kept apart on purpose (RULEBOOK OBS-1).
+"""Every error class of the harness, in one place. Two kinds of failure are kept apart on purpose
+(RULEBOOK OBS-1):
 
 * A client breaking a documented rule is a :class:`RuleViolation` - an ``AssertionError`` whose
   message starts with the rule ID (Allure: *failed*).
 * The harness itself failing (a node that did not start, a proxy that did not answer, bad input)
   is a :class:`HarnessError` (Allure: *broken*). It never derives from ``AssertionError``.
+* A verdict the harness could not observe is :class:`VerdictUnknown` (a harness error, never a pass
+  and never a violation).
+
+Errors a *client under test* raises to its application (:class:`MirroringClientError` and its
+subclasses) are neither: they are outcomes of a scenario, judged by the checkers. The persistent
+proxy's protocol errors (:class:`ProtocolError`, :class:`BackendError`, :class:`ScramError`) are what
+that proxy answers its own peers with. The modules that raised these classes before they were
+gathered here re-export them, so older imports keep working.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.rules.verdict import Verdict
 
 
 class HarnessError(Exception):
@@ -50,3 +65,110 @@ class RuleViolation(AssertionError):
     def __init__(self, rule_id: str, message: str) -> None:
         self.rule_id = rule_id
         super().__init__(f"{rule_id}: {message}")
+
+
+# ---- configuration and registries --------------------------------------------------------------
+
+
+class UnknownClientError(ConfigError):
+    """``--client`` names no registered client; the message lists the known ones."""
+
+
+class UnknownRuleError(ConfigError, KeyError):
+    """A rule ID with no registered checker; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "unknown rule"
+
+
+class ConnectionStringError(ConfigError):
+    """A connection string the mirroring client refuses; the message names the problem and the fix
+    (MIR-2 for a missing database)."""
+
+
+# ---- harness components ------------------------------------------------------------------------
+
+
+class ToxiproxyAPIError(ProxyError):
+    """The server answered with an HTTP error; carries ``status`` and the server's ``message``."""
+
+    def __init__(self, method: str, url: str, status: int, message: str) -> None:
+        self.method = method
+        self.url = url
+        self.status = status
+        self.message = message
+        super().__init__(f"Toxiproxy {method} {url} failed with HTTP {status}: {message}")
+
+
+class ToxiproxyUnreachableError(ProxyError):
+    """The Toxiproxy API at ``url`` did not answer (refused, reset, or timed out)."""
+
+    def __init__(self, url: str, detail: str) -> None:
+        self.url = url
+        super().__init__(
+            f"Toxiproxy API at {url} did not answer ({detail}); is the server running there? "
+            "Start one (failover-harness toxiproxy-server) or fix TOXIPROXY_URL.")
+
+
+class CoordinationError(HarnessError):
+    """A coordinating client's ``before_switchover`` / ``after_switchover`` hook failed."""
+
+
+class ClientStartError(HarnessError):
+    """A client under test could not be started (a harness problem, never a rule verdict)."""
+
+
+# ---- verdicts ----------------------------------------------------------------------------------
+
+
+class VerdictUnknown(HarnessError):
+    """A checker could not decide (the history lacks the events it needs). Reported, never passed."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+        super().__init__(f"{verdict.rule_id}: verdict unknown - {verdict.observed or verdict.summary}")
+
+
+# ---- raised by clients under test to their application (outcomes, not harness errors) ----------
+
+
+class MirroringClientError(Exception):
+    """Base of the errors a mirroring client raises to the application (not harness errors: an
+    application sees them; a test decides whether they are expected)."""
+
+
+class ConnectionOpenError(MirroringClientError):
+    """An open failed. ``reason``: ``timeout`` (login timeout expired), ``error`` (a non-retryable
+    answer, e.g. an unknown database or a bad password), ``refused``/``reset``/``inactive`` (the
+    only partner failed, MIR-3) or ``aborted``; ``attempts``: what the client tried."""
+
+    def __init__(self, message: str, *, reason: str, attempts: Sequence[Any] = ()) -> None:
+        self.reason = reason
+        self.attempts: tuple[Any, ...] = tuple(attempts)
+        tried = "; ".join(f"#{a.n} {a.target} {a.address} {a.outcome} {a.duration:.3f}s"
+                          for a in self.attempts[-6:])
+        more = f" (last of {len(self.attempts)})" if len(self.attempts) > 6 else ""
+        super().__init__(f"{message} [{reason}; attempts{more}: {tried or 'none'}]")
+
+
+class ConnectionLostError(MirroringClientError):
+    """An established connection broke (MIR-11: the application sees it; no automatic reconnect)."""
+
+
+# ---- the persistent proxy's wire-level errors (answered to its peers) --------------------------
+
+
+class ProtocolError(Exception):
+    """The peer sent bytes that are not valid protocol for this state (message names the problem)."""
+
+
+class BackendError(Exception):
+    """The principal could not be reached or refused the proxy's login / replay."""
+
+    def __init__(self, message: str, code: str = "08006") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ScramError(Exception):
+    """A SCRAM exchange failed (bad proof, bad nonce, malformed message)."""

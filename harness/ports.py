@@ -14,6 +14,9 @@ from pathlib import Path
 
 from harness.paths import harness_home, shared_dir
 
+#: A TCP address as the harness passes it around: ``(host, port)``.
+Address = tuple[str, int]
+
 
 def _ports_dir() -> Path:
     return shared_dir(harness_home() / "ports")
@@ -64,9 +67,3 @@ def allocate_port(host: str = "127.0.0.1", owner: int | None = None) -> int:
 def release_port(port: int) -> None:
     """Drop the reservation of ``port`` (the port itself is closed by whoever used it)."""
     (_ports_dir() / str(port)).unlink(missing_ok=True)
-
-
-def transfer_ports(ports: list[int], owner: int) -> None:
-    """Hand the reservations of ``ports`` to another PID (a detached run's keeper process)."""
-    for port in ports:
-        (_ports_dir() / str(port)).write_text(str(owner))

@@ -1,17 +1,16 @@
-"""The thin Docker Compose backend: what can be validated without a Docker engine (the file's
-structure, the generated commands) and the clear error where no engine runs. Nothing here starts
-containers."""
+"""The planned Docker Compose backend: what can be validated without building it (the draft file's
+structure, the generated commands) and the one-line refusal of ``--backend compose``. Nothing here
+starts containers."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 import yaml
 
-from harness.errors import MissingDependencyError
-from harness.topology.compose import compose_command, compose_file, require_docker_engine
+from harness.errors import ConfigError, MissingDependencyError
+from harness.topology.compose import compose_command, compose_file, docker_engine_answers
 
 
 def test_pair_compose_file_puts_every_node_behind_toxiproxy():
@@ -38,13 +37,13 @@ def test_compose_commands():
         compose_file("pg-ring")
 
 
-def test_engine_check_matches_this_machine():
-    try:
-        engine = subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
-    except FileNotFoundError:
-        engine = False
-    if engine:
-        require_docker_engine()
-    else:
-        with pytest.raises(MissingDependencyError, match="--backend local"):
-            require_docker_engine()
+def test_compose_backend_refuses_in_one_line_and_never_falls_back():
+    """Until the Compose backend is built, --backend compose is a ConfigError naming the reason (and
+    whether an engine answers here) - never local processes reported under that name."""
+    from harness.topology.backend import resolve
+
+    with pytest.raises(ConfigError) as err:
+        resolve("compose", "postgres")
+    message = str(err.value)
+    assert "\n" not in message and "not available" in message and "--backend local" in message
+    assert ("a Docker engine answers here" in message) == docker_engine_answers()

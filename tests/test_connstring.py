@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.clients.connstring import (
+from harness.errors import ConfigError
+from harness.rules.connstring import (
     DEFAULT_LOGIN_TIMEOUT,
     DEFAULT_PORT,
     Address,
@@ -15,7 +16,6 @@ from harness.clients.connstring import (
     format_connection_string,
     parse_connection_string,
 )
-from harness.errors import ConfigError
 
 
 def test_documented_example_with_failover_partner() -> None:

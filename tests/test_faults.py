@@ -177,7 +177,7 @@ def test_server_faults_and_heal_all(proxied_pair):
     faults.apply_persistent("latency", pair.principal.name, ms=50)
     faults.heal_all()
     assert raw_connect(pair.node(mirror).client_address) == "answered"
-    assert all(not pair.links.client.get_proxy(n).toxics for n in pair.links.all_proxy_names())
+    assert all(not pair.links.client.get_proxy(n).toxics for n in pair.links.proxy_names())
 
 
 def test_bad_fault_requests_are_config_errors(proxied_pair):

@@ -27,11 +27,11 @@ def _sample() -> History:
 
 def test_round_trip_keeps_index_t_type_fields_and_meta(tmp_path: Path) -> None:
     h = _sample()
-    path = h.save(tmp_path / "h.jsonl")
+    path = save_jsonl(h, tmp_path / "h.jsonl")
     lines = path.read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0])["meta"]["test"] == "t::x"
     assert len(lines) == 1 + len(h)
-    loaded = History.load(path)
+    loaded = load_jsonl(path)
     assert loaded.events() == h.events()  # Event is a dataclass: index, t (exact float), type, fields
     assert loaded.meta == h.meta
     assert [e.index for e in loaded] == [0, 1, 2, 3]
@@ -48,7 +48,7 @@ def test_record_after_load_continues_after_highest_index(tmp_path: Path) -> None
 def test_non_json_values_are_written_as_text(tmp_path: Path) -> None:
     h = History()
     h.record("x", value=(1, 2), s={3, 1}, b=b"\xffab", p=Path("/tmp/z"), err=ValueError("boom"))
-    fields = load_jsonl(h.save(tmp_path / "h.jsonl")).events()[0].fields
+    fields = load_jsonl(save_jsonl(h, tmp_path / "h.jsonl")).events()[0].fields
     assert fields == {"value": [1, 2], "s": [1, 3], "b": "\\xffab", "p": "/tmp/z", "err": "ValueError: boom"}
 
 
@@ -124,7 +124,7 @@ def test_many_writer_threads_dense_indices_ordered_clock_and_streamed_file(tmp_p
         assert mine == list(range(per_thread))
     assert sorted(seen_by_listener) == list(range(len(events)))
     assert load_jsonl(streamed).events() == events
-    saved = load_jsonl(h.save(tmp_path / "saved.jsonl"))
+    saved = load_jsonl(save_jsonl(h, tmp_path / "saved.jsonl"))
     assert saved.events() == events
 
 
@@ -141,10 +141,10 @@ def test_saving_while_threads_record_gives_a_consistent_prefix(tmp_path: Path) -
         t.start()
     snapshots = []
     while any(t.is_alive() for t in threads) and len(snapshots) < 5:
-        snapshots.append(load_jsonl(h.save(tmp_path / f"s{len(snapshots)}.jsonl")))
+        snapshots.append(load_jsonl(save_jsonl(h, tmp_path / f"s{len(snapshots)}.jsonl")))
     for t in threads:
         t.join()
-    snapshots.append(load_jsonl(h.save(tmp_path / "final.jsonl")))
+    snapshots.append(load_jsonl(save_jsonl(h, tmp_path / "final.jsonl")))
     for snap in snapshots:
         assert [e.index for e in snap] == list(range(len(snap)))
     assert len(snapshots[-1]) == 12000
@@ -166,7 +166,7 @@ def test_round_trip_of_arbitrary_json_fields(tmp_path: Path, records: list) -> N
     h = History(meta={"m": "x"})
     for type_, t, fields in records:
         h.record(type_, t=t, **fields)
-    loaded = load_jsonl(h.save(tmp_path / "prop.jsonl"))
+    loaded = load_jsonl(save_jsonl(h, tmp_path / "prop.jsonl"))
     assert len(loaded) == len(h)
     for a, b in zip(loaded.events(), h.events(), strict=True):
         assert (a.index, a.type, a.fields) == (b.index, b.type, b.fields)

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from harness.clients.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
 from harness.clients.mirroring import (
     MIRRORING_CLIENTS,
     ConnectionLostError,
@@ -35,6 +34,7 @@ from harness.clients.mirroring.psycopg_multihost import multihost_conninfo
 from harness.clients.mirroring.reference import classify_connect_error
 from harness.history import History
 from harness.rules import mirroring as mir
+from harness.rules.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
 
 TOL = 0.020
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,18 +1,14 @@
-"""The mirroring suites' timing-retry helper (``suites/mirroring/mir_support.py``): a violation of a
+"""The mirroring suites' timing-retry helper (``harness.workload.mirroring``): a violation of a
 timing rule is retried only when the machine demonstrably stalled, never a try whose violations are
 all of non-timing rules, and the last try's verdicts are what the test asserts."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 from harness.history.core import History
 from harness.rules.verdict import Verdict
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites" / "mirroring"))
-from mir_support import judge_with_stall_retry  # noqa: E402
+from harness.workload.mirroring import judge_with_stall_retry
 
 
 def _scenario(results: list[list[Verdict]]):

@@ -12,8 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.clients import persistent as adapters
 from harness.clients import registry
-from harness.clients.persistent import adapters, reference
+from harness.clients.persistent import reference_client as reference
 from harness.errors import ConfigError, MissingDependencyError
 from harness.faults import Faults
 from harness.history.core import History
@@ -47,7 +48,7 @@ def test_pgbouncer_transaction_keeps_sessions_across_a_coordinated_switchover(en
     client = adapters.open_client(adapters.pgbouncer_transaction, pair=pair, history=h, drain_window=2)
     try:
         assert client.pid is not None and pid_alive(client.pid)
-        assert any(p["pid"] == client.pid for p in load_state(pair.path)["processes"])  # reaped with the run
+        assert any(p.pid == client.pid for p in load_state(pair.path).processes)  # reaped with the run
         assert client.describe()["server_login_retry"] == 0.5 and client.version.startswith("PgBouncer 1.")
         faults.coordinate(client)
         with TrackedSession(client.dsn(), h, "s1", reconnect=False) as s:
@@ -69,7 +70,7 @@ def test_pgbouncer_transaction_keeps_sessions_across_a_coordinated_switchover(en
         pid, folder = client.pid, client.dir
         client.stop()
     assert not pid_alive(pid) and not folder.exists()
-    assert all(p["pid"] != pid for p in load_state(pair.path)["processes"])
+    assert all(p.pid != pid for p in load_state(pair.path).processes)
 
 
 def test_pgbouncer_session_pause_never_completes_and_sessions_are_lost(env: Any) -> None:
@@ -106,9 +107,11 @@ def test_pgbouncer_is_killed_when_the_run_is_torn_down() -> None:
 
 
 def test_missing_pgbouncer_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adapters, "PGBOUNCER_BIN", "/nonexistent/pgbouncer")
+    from harness.clients.persistent import pgbouncer
+
+    monkeypatch.setattr(pgbouncer, "PGBOUNCER_BIN", "/nonexistent/pgbouncer")
     with pytest.raises(MissingDependencyError, match="apt-get install -y pgbouncer"):
-        adapters.pgbouncer_version()
+        pgbouncer.pgbouncer_version()
 
 
 def test_bad_options_are_config_errors() -> None:
@@ -136,7 +139,7 @@ def test_direct_loses_its_connection_and_reconnects_to_the_new_principal(env: An
     client.stop()
 
 
-def test_open_client_wraps_the_raw_reference_factory(env: Any) -> None:
+def test_open_client_starts_the_registered_reference_client(env: Any) -> None:
     pair, faults, h = env
     client = adapters.open_client(reference, pair=pair, history=h, drain_window=1, recovery_window=2)
     try:

@@ -8,9 +8,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from harness.clients.coordination import CoordinationError, SwitchoverCoordinator, check_coordinator, run_coordinated
 from harness.errors import ConfigError, HarnessError
 from harness.faults import Faults
+from harness.faults.coordination import CoordinationError, SwitchoverCoordinator, check_coordinator, run_coordinated
 from harness.history.core import History
 from harness.topology import Pair
 

@@ -24,10 +24,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from harness.clients.persistent import ProxyConfig, ThreadedPersistentProxy
-from harness.clients.persistent import protocol as pq
-from harness.clients.persistent.testing import LocalServer
 from harness.history.core import History
+from harness.persistproxy import ProxyConfig, ThreadedPersistentProxy
+from harness.persistproxy import protocol as pq
+from tests.support.pgserver import LocalServer
 
 pytestmark = pytest.mark.rule("PER-1", "PER-2", "PER-3", "PER-4", "PER-5", "PER-6", "PER-7", "PER-8")
 
@@ -836,18 +836,25 @@ def test_non_ascii_state_in_latin1_session(h: Harness) -> None:
 
 
 def test_registered_as_reference_client(servers: tuple[LocalServer, LocalServer]) -> None:
-    """``--client`` resolution: the PER profile's default client is this proxy; its factory wires
-    the history so that ``persist.*`` events land in it."""
+    """``--client`` resolution: the PER profile's default client is this proxy as a real
+    ``PersistentClient``; its factory wires the history so that ``persist.*`` events land in it."""
+    from types import SimpleNamespace
+
+    from harness.clients.persistent import PersistentClient, ReferenceClient, open_client
     from harness.clients.registry import resolve_client
 
     a, _ = servers
     entry = resolve_client(None, "persistent")
     history = History()
-    with entry.factory(resolver=lambda: a.server_address, history=history, drain_window=1.0) as proxy:
-        host, port = proxy.address
-        with psycopg.connect(host=host, port=port, user="app", password="app", dbname="app") as c:
+    front_of_a = SimpleNamespace(principal=SimpleNamespace(client_address=a.server_address))  # a one-node "pair"
+    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0)
+    try:
+        assert isinstance(client, ReferenceClient) and isinstance(client, PersistentClient)
+        with psycopg.connect(client.dsn()) as c:
             assert port_of(c) == a.port
-        assert proxy.drain()["kept"] == []
+        assert client.before_switchover()["kept"] == []
+    finally:
+        client.stop()
     types = {e.type for e in history.events("persist.")}
     assert {"persist.session_open", "persist.session_close", "persist.drain_start",
             "persist.drain_end"} <= types

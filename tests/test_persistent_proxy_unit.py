@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.clients.persistent import protocol as pq
-from harness.clients.persistent.scram import ScramClient, ScramServer, ScramVerifier, salted_password
-from harness.clients.persistent.sqlstate import classify, split_statements
-from harness.clients.persistent.state import SessionState
+from harness.persistproxy import protocol as pq
+from harness.persistproxy.scram import ScramClient, ScramServer, ScramVerifier, salted_password
+from harness.persistproxy.sqlstate import classify, split_statements
+from harness.persistproxy.state import SessionState
 
 
 def effects(sql: str) -> list[tuple[str, str | None]]:

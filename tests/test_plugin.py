@@ -51,16 +51,35 @@ def labels(result: dict, name: str) -> list[str]:
 def test_options_parse_and_reach_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makepyfile('''
         def test_opts(harness_options, client_spec):
-            assert (harness_options.backend, harness_options.engine) == ("compose", "mariadb")
+            assert (harness_options.backend, harness_options.engine) == ("local", "postgres")
             assert harness_options.keep_on_failure is True
             assert client_spec == harness_options.client == "mirroring/demo"
             assert harness_options.worker == "main"
             assert harness_options.history_dir.name == "hist"
     ''')
-    result = pytester.runpytest("--backend", "compose", "--engine", "mariadb", "--client", "mirroring/demo",
+    result = pytester.runpytest("--backend", "local", "--engine", "postgres", "--client", "mirroring/demo",
                                 "--keep-on-failure", "--history-dir", "hist", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    assert any("failover-harness: backend=compose engine=mariadb" in line for line in result.outlines)
+    assert any("failover-harness: backend=local engine=postgres" in line for line in result.outlines)
+
+
+@pytest.mark.parametrize(("option", "value", "reason"), [
+    ("--backend", "compose", "backend 'compose' is not available"),
+    ("--engine", "mariadb", "engine 'mariadb' is not available"),
+])
+def test_unavailable_backend_or_engine_is_one_line_before_any_test(pytester: pytest.Pytester, option: str,
+                                                                   value: str, reason: str) -> None:
+    """The options no longer lie: a backend or engine that is not built is refused at start-up, in one
+    line, and no test runs (so nothing runs local processes under another name)."""
+    pytester.makepyfile('''
+        def test_never_runs(harness_options):
+            raise AssertionError("must not run")
+    ''')
+    result = pytester.runpytest(option, value, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1 and reason in errors[0] and "failover-harness:" in errors[0], errors
+    assert "must not run" not in result.stdout.str()
 
 
 def test_defaults_and_bad_choice(pytester: pytest.Pytester) -> None:

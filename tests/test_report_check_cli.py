@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.history import History
+from harness.history import History, save_jsonl
 
 
 def _history(tmp_path: Path, present: list | None, meta: dict | None = None, name: str = "h.jsonl") -> Path:
@@ -22,7 +22,7 @@ def _history(tmp_path: Path, present: list | None, meta: dict | None = None, nam
     if present is not None:
         h.record("op.invoke", process="r", op_id=9, f="read_all", value=None)
         h.record("op.ok", process="r", op_id=9, f="read_all", value=present)
-    return h.save(tmp_path / name)
+    return save_jsonl(h, tmp_path / name)
 
 
 def test_kept_exits_0_and_prints_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -96,10 +96,12 @@ def test_bad_mode_is_a_config_error() -> None:
         dur1([], mode="semi")
 
 
-def test_params_come_from_meta_replication_and_rule_params() -> None:
+def test_params_come_from_the_recorded_topology_and_rule_params() -> None:
     entry = get("DUR-1")
     h = run([1], [])
-    h.meta["replication"] = "async"
+    h.meta["replication"] = "async"  # a key no writer sets: ignored
+    assert "async" not in entry.check(h).expected
+    h.meta["topology"] = {"mode": "async", "nodes": []}  # what the pair/group fixtures record
     assert "async" in entry.check(h).expected
     h.meta["rule_params"] = {"DUR-1": {"mode": "sync"}}
     assert "async" not in entry.check(h).expected

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """Start the proxy (and admin API), print one JSON line with the addresses, serve until SIGINT/SIGTERM."""
-    from harness.clients.persistent import AdminServer, PersistentProxy, ProxyConfig
+    from harness.persistproxy import AdminServer, PersistentProxy, ProxyConfig
 
     listen = _address(args.listen, "--listen")
     backends = [_address(b, "--backend") for b in args.backend]

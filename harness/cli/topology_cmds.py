@@ -12,7 +12,10 @@ import time
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.topology.local import TOPOLOGIES, LocalTopology
+from harness.faults import Faults
+from harness.topology import LocalTopology, resolve
+from harness.topology.backend import BACKENDS, engine_names
+from harness.topology.local import TOPOLOGIES
 from harness.topology.run import down_all, down_run, run_path
 
 
@@ -27,9 +30,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start a topology; with --detach print its description and leave it running."""
     if args.topology not in TOPOLOGIES:
         raise ConfigError(f"unknown topology {args.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
-    links = "proxy" if args.proxy else "direct"
-    topo = LocalTopology(nodes=TOPOLOGIES[args.topology], mode=args.mode, mirror_readable=args.mirror_readable,
-                         topology=args.topology, detached=args.detach, links=links,
+    backend, engine = resolve(args.backend, args.engine)
+    topo = backend.build(engine, TOPOLOGIES[args.topology], mode=args.mode, mirror_readable=args.mirror_readable,
+                         detached=args.detach, links="proxy" if args.proxy else "direct",
                          progress=_progress(not args.json or not args.detach))
     topo.up()
     if args.detach:
@@ -89,7 +92,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
     topo = LocalTopology.attach(args.run)
     action = args.action
     if action in ROLE_ACTIONS:
-        result = getattr(topo, action)(args.node) if args.node else getattr(topo, action)()
+        result = getattr(Faults(topo), action)(args.node).result
     elif action in NODE_ACTIONS:
         if not args.node:
             raise ConfigError(f"'fault {action}' needs a node name, e.g. 'fault --run {args.run} {action} n1'")
@@ -100,7 +103,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
         else:
             result = getattr(topo, action)(args.node)
     else:
-        from harness.faults.cli import apply_network_fault  # partition / latency / heal
+        from harness.cli.fault_network import apply_network_fault  # partition / latency / heal
 
         result = apply_network_fault(topo, args)
     out = result.to_dict()
@@ -131,6 +134,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add up / status / fault / down."""
     p = sub.add_parser("up", help="start a topology (pair or group of local PostgreSQL servers)")
     p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
+    p.add_argument("--backend", default="local", choices=list(BACKENDS),
+                   help="where the nodes run (compose: planned, refused with the reason)")
+    p.add_argument("--engine", default="postgres", choices=engine_names(),
+                   help="database engine (mariadb: planned, refused with the reason)")
     p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")
     p.add_argument("--mirror-readable", action="store_true", help="hot standby (default: rejects logins)")
     p.add_argument("--no-proxy", dest="proxy", action="store_false",

@@ -1,9 +1,10 @@
 """The client-under-test registry: ``--client NAME`` -> a factory for one profile.
 
 Adapters register themselves with :func:`register_client` when their module is imported; the
-modules in :data:`BUILTIN_MODULES` are imported lazily, the first time a name is resolved (modules
-not written yet are skipped). A spec may also be an import path ``package.module:attr`` naming the
-factory directly, so a third-party client needs no registration.
+modules each profile lists in :data:`harness.profiles.PROFILES` are imported the first time a name
+is resolved (a module that cannot be imported is a ConfigError naming it). A spec may also be an
+import path ``package.module:attr`` naming the factory directly, so a third-party client needs no
+registration.
 """
 
 from __future__ import annotations
@@ -14,20 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
+from harness import profiles
+from harness.errors import ConfigError, UnknownClientError
 
-PROFILES = ("mirroring", "persistent", "acr", "icm")
-FAMILY_PROFILE = {"MIR": "mirroring", "PER": "persistent", "ACR": "acr", "ICM": "icm"}
-
-# Modules that register the built-in reference clients and adapters (imported on first use).
-BUILTIN_MODULES = [
-    "harness.clients.reference",
-    "harness.clients.mirroring",
-    "harness.clients.persistent",
-    "harness.clients.acr",
-    "harness.clients.icm",
-    "harness.clients.adapters",
-]
+#: Profiles that have clients under test (built or planned).
+PROFILES = tuple(p.name for p in profiles.PROFILES if p.default_client is not None)
 
 Factory = Callable[..., Any]
 
@@ -44,10 +36,6 @@ class ClientEntry:
 _clients: dict[tuple[str, str], ClientEntry] = {}
 _lock = threading.RLock()
 _loaded = False
-
-
-class UnknownClientError(ConfigError):
-    """``--client`` names no registered client; the message lists the known ones."""
 
 
 def register_client(profile: str, name: str, factory: Factory, *, replace: bool = False) -> ClientEntry:
@@ -75,13 +63,8 @@ def _load_builtins() -> None:
     with _lock:
         if _loaded:
             return
+        profiles.import_modules("clients")
         _loaded = True
-        for module in BUILTIN_MODULES:
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:
-                if exc.name != module:
-                    raise
 
 
 def known_clients(profile: str | None = None) -> list[str]:
@@ -135,6 +118,9 @@ def resolve_client(spec: str | None, profile: str | None = None) -> ClientEntry:
     if len(matches) > 1:
         raise ConfigError(f"--client {name} is registered for several profiles "
                           f"({', '.join(sorted(e.profile for e in matches))}); write PROFILE/{name}")
+    if profile is not None and not profiles.get_profile(profile).built and not known_clients(profile):
+        raise UnknownClientError(f"profile {profile!r} is planned, not built yet: it has no registered clients; "
+                                 "give an import path such as my_package.my_module:make_client to try your own")
     known = known_clients(profile) if profile else known_clients()
     where = f" for profile {profile}" if profile else ""
     raise UnknownClientError(

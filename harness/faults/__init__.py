@@ -1,6 +1,8 @@
-"""Faults (Jepsen's *nemesis*): the vocabulary over topology + fault proxy, and the wiring that puts
-a proxy in front of every address."""
+"""Faults (Jepsen's *nemesis*): the fault vocabulary over a topology and its fault proxy
+(:class:`Faults`), and the coordination hooks through which a switchover tells a pooler or proxy
+to drain and resume (:mod:`harness.faults.coordination`)."""
 
-from harness.faults.vocabulary import Faults, ScheduledFault
+from harness.faults.coordination import CoordinationError, SwitchoverCoordinator
+from harness.faults.vocabulary import Completed, Faults, ScheduledFault, Scoped
 
-__all__ = ["Faults", "ScheduledFault"]
+__all__ = ["Completed", "CoordinationError", "Faults", "ScheduledFault", "Scoped", "SwitchoverCoordinator"]

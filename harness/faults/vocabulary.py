@@ -1,8 +1,17 @@
-"""The fault vocabulary: each fault is a context manager that applies itself on entry, undoes itself
-on exit, and records ``fault.start`` / ``fault.end`` in the history. Every fault can also run in the
-background with ``after=`` (seconds before it starts) and ``duration=`` (how long it holds).
+"""The fault vocabulary (Jepsen's *nemesis*). Every fault records ``fault.start`` / ``fault.end`` in the
+history. There are two kinds:
 
-Network faults act on the fault proxy in front of a node (see :mod:`harness.faults.wiring`):
+* **Scoped faults** (``partition``, ``latency``, ``bandwidth``, ``slow_close``, ``limit_data``,
+  ``cut_replication``, ``stop``, ``kill``, ``pause``) are context managers: applied on entry, undone
+  on exit. With ``after=`` (seconds before it starts) and/or ``duration=`` (how long it holds) the
+  same fault runs in the background instead (a :class:`ScheduledFault`).
+* **Instant role operations** (``switchover``, ``failover``, ``rejoin``) happen when called and
+  return a :class:`Completed` holding the topology's :class:`OperationResult` (entering it as a
+  context manager does nothing more); ``switchover``/``failover`` also take ``after=``.
+
+Call role operations through :class:`Faults`, not on the topology, so that they are recorded.
+
+Network faults act on the fault proxy in front of a node (:class:`harness.topology.ProxiedLinks`):
 
 * ``partition(node, how="blackhole")``: a ``timeout`` toxic with timeout 0 on both streams - the
   client's TCP connect succeeds but nothing ever answers (how SQL Server retry times are observed).
@@ -22,7 +31,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError, InvalidOperation
-from harness.topology.local import LocalTopology, OperationResult
+from harness.faults.coordination import SwitchoverCoordinator, check_coordinator, run_coordinated
+from harness.topology import OperationResult, ProxiedLinks, Topology
+
+#: What a scoped fault returns: a context manager, or the same fault scheduled in the background.
+Scoped = contextlib.AbstractContextManager[Any]
 
 _ids = itertools.count(1)
 STREAMS = ("upstream", "downstream")
@@ -92,15 +105,16 @@ class Completed(contextlib.AbstractContextManager):
 class Faults:
     """Faults for one topology, recorded into ``history`` (may be None)."""
 
-    def __init__(self, topology: LocalTopology, history: Any = None) -> None:
+    def __init__(self, topology: Topology, history: Any = None) -> None:
         self.topology = topology
         self.history = history
+        self._coordinators: list[SwitchoverCoordinator] = []
 
     # ---------------------------------------------------------------------------- plumbing
     @property
-    def _links(self):
+    def _links(self) -> ProxiedLinks:
         links = self.topology.links
-        if getattr(links, "kind", "") != "toxiproxy":
+        if not isinstance(links, ProxiedLinks):
             raise ConfigError("network faults need the fault proxy in front of the nodes; this topology was "
                               "started without it (use the default links, or 'up' without --no-proxy)")
         return links
@@ -108,7 +122,7 @@ class Faults:
     def _proxy(self, node: str) -> str:
         links = self._links  # ConfigError first when there is no fault proxy at all
         self.topology.node(node)  # UnknownNodeError naming the nodes
-        return links.proxy_name(node)
+        return links.client_proxy(node)
 
     def _record(self, type_: str, **fields: Any) -> None:
         if self.history is not None:
@@ -128,8 +142,8 @@ class Faults:
         finally:
             self._record("fault.end", fault=fault, id=fid, node=node, seconds=time.monotonic() - t0, error=error)
 
-    def _maybe_scheduled(self, name: str, factory: Callable[[], contextlib.AbstractContextManager],
-                         after: float | None, duration: float | None):
+    def _maybe_scheduled(self, name: str, factory: Callable[[], Scoped],
+                         after: float | None, duration: float | None) -> Scoped:
         if after is None and duration is None:
             return factory()
         if (after or 0) < 0 or (duration is not None and duration < 0):
@@ -202,7 +216,7 @@ class Faults:
 
     # ---------------------------------------------------------------------------- network
     def partition(self, node: str, how: str = "blackhole", after: float | None = None,
-                  duration: float | None = None):
+                  duration: float | None = None) -> Scoped:
         """Cut clients off ``node``: ``blackhole`` (connects hang), ``refuse`` (ECONNREFUSED) or
         ``reset`` (TCP RST on first data)."""
         if how not in ("blackhole", "refuse", "reset"):
@@ -225,7 +239,7 @@ class Faults:
             yield
 
     def cut_replication(self, standby: str | None = None, after: float | None = None,
-                        duration: float | None = None):
+                        duration: float | None = None) -> Scoped:
         """Cut a standby (default: every standby) from the principal (its replication proxy is
         disabled); commits on a sync pair then wait for it to come back."""
         return self._maybe_scheduled("cut-replication", lambda: self._cut_replication(standby), after, duration)
@@ -234,7 +248,9 @@ class Faults:
     def _cut_replication(self, standby: str | None) -> Iterator[None]:
         links = self._links
         names = [standby] if standby else [n.name for n in self.topology.standbys]
-        proxies = [links._entry(n)["replication"] for n in names]
+        for n in names:
+            self.topology.node(n)  # UnknownNodeError naming the nodes
+        proxies = [links.replication_proxy(n) for n in names]
         with self._recorded("cut_replication", standby, {"standbys": names}):
             for p in proxies:
                 links.client.disable_proxy(p)
@@ -245,7 +261,7 @@ class Faults:
                     links.client.enable_proxy(p)
 
     def latency(self, node: str, ms: float, jitter: float = 0, stream: str = "downstream",
-                after: float | None = None, duration: float | None = None):
+                after: float | None = None, duration: float | None = None) -> Scoped:
         """Delay data to/from ``node`` by ``ms`` ± ``jitter`` milliseconds."""
         if ms < 0 or jitter < 0:
             raise ConfigError("latency ms and jitter must be >= 0")
@@ -256,7 +272,7 @@ class Faults:
                                      after, duration)
 
     def bandwidth(self, node: str, kbps: float, stream: str = "downstream", after: float | None = None,
-                  duration: float | None = None):
+                  duration: float | None = None) -> Scoped:
         """Throttle data to/from ``node`` to ``kbps`` KB/s (1 KB = 1000 bytes; 0 stalls)."""
         if kbps < 0:
             raise ConfigError("bandwidth kbps must be >= 0")
@@ -266,7 +282,7 @@ class Faults:
                                      after, duration)
 
     def slow_close(self, node: str, delay_ms: float, stream: str = "downstream", after: float | None = None,
-                   duration: float | None = None):
+                   duration: float | None = None) -> Scoped:
         """Delay the close of connections to ``node`` by ``delay_ms``."""
         toxics = [{"type": "slow_close", "stream": s, "attributes": {"delay": int(delay_ms)}}
                   for s in self._streams(stream)]
@@ -275,7 +291,7 @@ class Faults:
                                      after, duration)
 
     def limit_data(self, node: str, nbytes: int, stream: str = "downstream", after: float | None = None,
-                   duration: float | None = None):
+                   duration: float | None = None) -> Scoped:
         """Close connections to ``node`` after ``nbytes`` bytes in ``stream``."""
         toxics = [{"type": "limit_data", "stream": s, "attributes": {"bytes": int(nbytes)}}
                   for s in self._streams(stream)]
@@ -284,17 +300,17 @@ class Faults:
                                      after, duration)
 
     # ---------------------------------------------------------------------------- servers
-    def stop(self, node: str, mode: str = "fast", after: float | None = None, duration: float | None = None):
+    def stop(self, node: str, mode: str = "fast", after: float | None = None, duration: float | None = None) -> Scoped:
         """Stop ``node`` for the block (started again on exit)."""
         return self._maybe_scheduled(f"stop-{node}", lambda: self._server_fault("stop", node, mode=mode),
                                      after, duration)
 
-    def kill(self, node: str, after: float | None = None, duration: float | None = None):
+    def kill(self, node: str, after: float | None = None, duration: float | None = None) -> Scoped:
         """kill -9 ``node`` for the block (restarted, with crash recovery, on exit)."""
         return self._maybe_scheduled(f"kill-{node}", lambda: self._server_fault("kill", node), after, duration)
 
     def pause(self, node: str, scope: str = "postmaster", after: float | None = None,
-              duration: float | None = None):
+              duration: float | None = None) -> Scoped:
         """SIGSTOP ``node`` (postmaster or all processes) for the block."""
         return self._maybe_scheduled(f"pause-{node}", lambda: self._server_fault("pause", node, scope=scope),
                                      after, duration)
@@ -316,7 +332,7 @@ class Faults:
                     topo.start(node)
 
     # ---------------------------------------------------------------------------- roles
-    def switchover(self, target: str | None = None, after: float | None = None):
+    def switchover(self, target: str | None = None, after: float | None = None) -> Completed | ScheduledFault:
         """Planned role swap. Without ``after`` it happens at once and the returned
         :class:`Completed` holds the result (usable as a no-op context manager); with ``after`` it
         runs in the background (:class:`ScheduledFault`)."""
@@ -325,30 +341,32 @@ class Faults:
         with self._role_op("switchover", target) as result:
             return Completed(result)
 
-    def failover(self, target: str | None = None, after: float | None = None):
+    def failover(self, target: str | None = None, after: float | None = None) -> Completed | ScheduledFault:
         """kill -9 the principal and promote the mirror (the old principal stays down until
-        ``topology.rejoin()``); immediate or scheduled like :meth:`switchover`."""
+        :meth:`rejoin`); immediate or scheduled like :meth:`switchover`."""
         if after is not None:
             return self._maybe_scheduled("failover", lambda: self._role_op("failover", target), after, 0)
         with self._role_op("failover", target) as result:
             return Completed(result)
 
+    def rejoin(self, node: str | None = None) -> Completed:
+        """Bring a down former principal (or standby) back as a standby of the principal: an instant
+        role operation, recorded like the others."""
+        with self._role_op("rejoin", node) as result:
+            return Completed(result)
+
     def coordinate(self, client: Any) -> Callable[[], None]:
-        """Tell ``client`` (a :class:`harness.clients.coordination.SwitchoverCoordinator`) about every
+        """Tell ``client`` (a :class:`harness.faults.coordination.SwitchoverCoordinator`) about every
         later ``switchover``: ``before_switchover()`` first, ``after_switchover(new principal's
         client address)`` after (``coord.*`` events). Returns a function that stops it."""
-        from harness.clients.coordination import check_coordinator
-
-        coordinators = self.__dict__.setdefault("_coordinators", [])
+        coordinators = self._coordinators
         coordinators.append(check_coordinator(client))
         return lambda: coordinators.remove(client) if client in coordinators else None
 
     @contextlib.contextmanager
     def _role_op(self, fault: str, target: str | None) -> Iterator[OperationResult]:
         with self._recorded(fault, target, {"principal_before": self.topology.principal.name}) as fid:
-            if fault == "switchover" and self.__dict__.get("_coordinators"):
-                from harness.clients.coordination import run_coordinated
-
+            if fault == "switchover" and self._coordinators:
                 yield run_coordinated(list(self._coordinators), lambda: self.topology.switchover(target),
                                       lambda: self.topology.principal.client_address, self._record, fid)
                 return
@@ -360,8 +378,8 @@ class Faults:
         wall0, t0 = time.time(), time.monotonic()
         with self._recorded("heal", None, {}):
             links = self.topology.links
-            if getattr(links, "kind", "") == "toxiproxy":
-                for name in links.all_proxy_names():
+            if isinstance(links, ProxiedLinks):
+                for name in links.proxy_names():
                     proxy = links.client.get_proxy(name)
                     for toxic in proxy.toxics:
                         links.client.delete_toxic(name, toxic.name)

@@ -7,12 +7,10 @@ client under test line up. ``wall`` on the history maps that clock to wall time 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -85,20 +83,6 @@ class History:
                 raise ValueError(f"two events share index {after.index}")
         history._events = ordered
         return history
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the history as JSON lines (header with ``meta``, then one event per line); see
-        :func:`harness.history.store.save_jsonl`."""
-        from harness.history.store import save_jsonl
-
-        return save_jsonl(self, path)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> History:
-        """Read a history saved by :meth:`save`; see :func:`harness.history.store.load_jsonl`."""
-        from harness.history.store import load_jsonl
-
-        return load_jsonl(path)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` for every later event; returns a function that unsubscribes."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -24,8 +23,6 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.rules.verdict import Verdict, VerdictUnknown, assert_verdict
-
-RULE_ID_RE = re.compile(r"^(MIR|PER|ACR|ICM|DUR|OBS)-\d+$")
 
 PROFILE_EPICS: dict[str, str] = {
     "MIR": "Mirroring (SQL Server)",

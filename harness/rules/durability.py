@@ -84,12 +84,13 @@ def check_no_acknowledged_write_lost(events: list[Event], *, mode: str = "sync")
 
 
 def params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """DUR-1 parameters from a history's meta: ``meta["rule_params"]["DUR-1"]``, and ``mode`` from
-    ``meta["replication"]`` (``"sync"``/``"async"``) when the topology recorded it."""
+    """DUR-1 parameters from a history's meta: ``meta["rule_params"]["DUR-1"]``, and ``mode`` from the
+    topology the plugin recorded (``meta["topology"]["mode"]``, ``"sync"``/``"async"``)."""
     params: dict[str, Any] = {}
-    replication = meta.get("replication")
-    if replication in MODES:
-        params["mode"] = replication
+    topology = meta.get("topology")
+    mode = topology.get("mode") if isinstance(topology, Mapping) else None
+    if mode in MODES:
+        params["mode"] = mode
     table = meta.get("rule_params") or {}
     own = table.get(RULE_ID) if isinstance(table, Mapping) else None
     if isinstance(own, Mapping):

@@ -27,7 +27,6 @@ from harness.rules.registry import register
 from harness.rules.verdict import UNKNOWN, Verdict
 
 NETWORK_OR_SERVER_FAULTS = ("partition", "stop", "kill", "pause", "latency", "bandwidth", "cut_replication")
-BUSY_TRANSACTION = ("begin",)
 
 
 @dataclass

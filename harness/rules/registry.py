@@ -6,44 +6,28 @@ lowest priority first, from the checker's defaults, from the history's ``meta`` 
 ``meta["rule_params"][rule_id]``; a rule may register its own ``params_from_meta``), and from the
 caller (``--param key=value`` on the command line).
 
-Checker modules register themselves on import; :data:`BUILTIN_MODULES` lists the modules that are
-imported the first time the registry is asked (modules not written yet are skipped).
+Checker modules register themselves on import; the modules each profile lists in
+:data:`harness.profiles.PROFILES` are imported the first time the registry is asked (a module that
+cannot be imported is a ConfigError naming it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
+from harness import profiles
+from harness.errors import ConfigError, UnknownRuleError
 from harness.history.core import Event, History
 from harness.rules.verdict import Verdict
 
 Checker = Callable[..., Verdict]
 ParamsFromMeta = Callable[[Mapping[str, Any]], dict[str, Any]]
-
-# Modules holding checkers; each calls register() at import time. Add profile modules here.
-BUILTIN_MODULES = [
-    "harness.rules.durability",
-    "harness.rules.mirroring",
-    "harness.rules.persistent",
-    "harness.rules.acr",
-    "harness.rules.icm",
-    "harness.rules.observability",
-]
-
-
-class UnknownRuleError(ConfigError, KeyError):
-    """A rule ID with no registered checker; the message lists the known ones."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else "unknown rule"
 
 
 @dataclass(frozen=True)
@@ -164,13 +148,8 @@ def _load_builtins() -> None:
     with _lock:
         if _builtins_loaded:
             return
+        profiles.import_modules("checkers")
         _builtins_loaded = True
-        for name in BUILTIN_MODULES:
-            try:
-                importlib.import_module(name)
-            except ModuleNotFoundError as exc:
-                if exc.name != name:  # a real missing dependency inside a checker module
-                    raise
 
 
 def get(rule_id: str) -> RegisteredRule:

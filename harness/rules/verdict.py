@@ -12,18 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.errors import HarnessError, RuleViolation
+from harness.errors import RuleViolation, VerdictUnknown
 
 UNKNOWN: Literal["unknown"] = "unknown"
 Validity = bool | Literal["unknown"]
-
-
-class VerdictUnknown(HarnessError):
-    """A checker could not decide (the history lacks the events it needs). Reported, never passed."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        self.verdict = verdict
-        super().__init__(f"{verdict.rule_id}: verdict unknown - {verdict.observed or verdict.summary}")
 
 
 @dataclass(frozen=True)

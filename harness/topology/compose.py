@@ -1,15 +1,17 @@
-"""Docker Compose backend (thin). No Docker engine runs on the project's own machines, so this
-module only builds what can be validated without one - the compose project name, the file and the
-commands - and checks for an engine with a clear error. Nothing here is reported as tested against
-a running engine."""
+"""Docker Compose backend - **planned, not built**. The compose files under ``compose/`` are drafts
+that have never started (see the Compose backend issue); :class:`ComposeBackend` therefore refuses
+every run with a one-line reason, so ``--backend compose`` never runs local processes under that
+name. The helpers below build what can be validated without an engine: the file and commands, and
+whether an engine answers."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, NoReturn
 
-from harness.errors import MissingDependencyError
+from harness.errors import ConfigError, MissingDependencyError
 from harness.paths import repo_root
 
 COMPOSE_FILES = {"pg-pair": "pg-pair.yml"}
@@ -29,16 +31,33 @@ def compose_command(topology: str, project: str, action: str = "up") -> list[str
         return [*base, "up", "-d", "--wait"]
     if action == "down":
         return [*base, "down", "-v", "--remove-orphans"]
-    raise ValueError(f"unknown compose action {action!r}")
+    raise ConfigError(f"unknown compose action {action!r}; use up or down")
 
 
-def require_docker_engine() -> None:
-    """Raise MissingDependencyError unless a Docker engine answers (the client alone is not enough)."""
+def docker_engine_answers() -> bool:
+    """True when a Docker engine answers ``docker info`` (the client alone is not enough)."""
     if shutil.which("docker") is None:
-        raise MissingDependencyError("--backend compose needs Docker with the compose plugin; none is installed. "
-                                     "Use --backend local (real PostgreSQL processes on this machine)")
-    res = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                         timeout=20)
-    if res.returncode != 0 or not res.stdout.strip():
-        raise MissingDependencyError("--backend compose needs a running Docker engine; the docker client is "
-                                     "here but no engine answers ('docker info' failed). Use --backend local")
+        return False
+    try:
+        res = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                             timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0 and bool(res.stdout.strip())
+
+
+class ComposeBackend:
+    """``--backend compose``: refuses with the reason until the Compose backend is built."""
+
+    name = "compose"
+
+    def check(self, engine: Any) -> NoReturn:
+        """Always a ConfigError: the backend is not built; says whether a Docker engine is here."""
+        engine_note = ("a Docker engine answers here" if docker_engine_answers()
+                       else "and no Docker engine answers here either")
+        raise ConfigError(f"backend 'compose' is not available: the Docker Compose backend is not built yet "
+                          f"(planned; {engine_note}); use --backend local")
+
+    def build(self, engine: Any, nodes: int, **kwargs: Any) -> NoReturn:
+        """Never builds (see :meth:`check`)."""
+        self.check(engine)

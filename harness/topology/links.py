@@ -1,35 +1,43 @@
-"""How clients and standbys reach the nodes of a topology.
+"""How clients and standbys reach the nodes of a topology (the *links* seam).
 
-The topology asks its *links* for each node's client-facing address and for the address a standby
-streams from. :class:`DirectLinks` answers with the servers' own addresses; the fault-proxy wiring
-(:mod:`harness.faults.wiring`) answers with Toxiproxy proxies so that any link can be cut."""
+A topology asks its :class:`Links` for each node's client-facing address and for the address a
+standby streams from. :class:`DirectLinks` answers with the servers' own addresses;
+:class:`~harness.topology.proxied.ProxiedLinks` answers with Toxiproxy proxies so that any link can
+be cut (the default: every client address and replication link behind the fault proxy). The caller
+builds the links and passes them to the topology; :func:`harness.topology.proxied.make_links` turns
+the shorthands ``"proxy"`` / ``"direct"`` into one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from harness.topology.local import LocalTopology
-
-Address = tuple[str, int]
+from harness.ports import Address
+from harness.topology.state import RunState
 
 
+@runtime_checkable
 class Links(Protocol):
     """What a topology needs from the layer between clients/standbys and its servers."""
 
     kind: str
 
-    def setup(self, topology: LocalTopology) -> None:
-        """Create whatever fronts the nodes (called once ports are known, before servers start)."""
+    def setup(self, state: RunState) -> None:
+        """Create whatever fronts the nodes and describe it in ``state.links`` (called once the
+        nodes' ports are known, before the servers start); when attaching to an existing run,
+        only remember it."""
 
-    def client_address(self, node: str) -> Address:
+    def client_address(self, state: RunState, node: str) -> Address:
         """The address clients use for ``node``; it keeps meaning that node across role changes."""
 
-    def replication_address(self, standby: str, principal: str) -> Address:
+    def replication_address(self, state: RunState, standby: str, principal: str) -> Address:
         """The address ``standby`` streams WAL from while ``principal`` is the principal."""
 
-    def roles_changed(self, topology: LocalTopology) -> None:
+    def roles_changed(self, state: RunState) -> None:
         """Re-point replication links after a role change."""
+
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+        """Deliver connection events to ``callback`` until the returned function is called."""
 
     def teardown(self) -> None:
         """Remove what :meth:`setup` created."""
@@ -40,25 +48,24 @@ class DirectLinks:
 
     kind = "direct"
 
-    def __init__(self) -> None:
-        self._topology: LocalTopology | None = None
+    def setup(self, state: RunState) -> None:
+        """Nothing to create."""
+        state.links.kind = self.kind
 
-    def setup(self, topology: LocalTopology) -> None:
-        """Remember the topology (nothing to create)."""
-        self._topology = topology
-
-    def client_address(self, node: str) -> Address:
+    def client_address(self, state: RunState, node: str) -> Address:
         """The node's server address."""
-        assert self._topology is not None
-        return self._topology.node(node).server_address
+        return ("127.0.0.1", state.node(node).port)
 
-    def replication_address(self, standby: str, principal: str) -> Address:
+    def replication_address(self, state: RunState, standby: str, principal: str) -> Address:
         """The principal's server address."""
-        assert self._topology is not None
-        return self._topology.node(principal).server_address
+        return ("127.0.0.1", state.node(principal).port)
 
-    def roles_changed(self, topology: LocalTopology) -> None:
+    def roles_changed(self, state: RunState) -> None:
         """Nothing to re-point."""
+
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+        """No events: nothing observes direct connections."""
+        return lambda: None
 
     def teardown(self) -> None:
         """Nothing to remove."""

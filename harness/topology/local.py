@@ -7,49 +7,52 @@ Every operation takes the run's lock and re-reads the run's state file, so the f
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from harness.errors import ConfigError, InvalidOperation, TopologyError, UnknownNodeError
+from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
 from harness.ports import allocate_port
-from harness.topology import postgres as pg
+from harness.topology import api
+from harness.topology.api import Group, OperationResult, Pair, Topology
+from harness.topology.engine import Engine, NodeConfig
 from harness.topology.links import Address, DirectLinks, Links
+from harness.topology.postgres import PostgresEngine
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, signal_group, signal_pid
-from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
+from harness.topology.proxied import links_of_run, make_links
+from harness.topology.run import (
+    down_run,
+    load_state,
+    locked,
+    new_run_id,
+    record_process,
+    run_path,
+    save_state,
+    start_reaper,
+)
+from harness.topology.state import (
+    KILLED,
+    MIRROR,
+    PAUSED,
+    PRINCIPAL,
+    RUNNING,
+    STANDBY,
+    STOPPED,
+    LinksState,
+    NodeState,
+    RunState,
+)
 
-PRINCIPAL, MIRROR, STANDBY = "principal", "mirror", "standby"
-RUNNING, STOPPED, KILLED, PAUSED = "running", "stopped", "killed", "paused"
 TOPOLOGIES = {"pg-pair": 2, "pg-group3": 3}
 
-Recorder = Callable[..., Any]
 
-
-@dataclass(frozen=True)
-class OperationResult:
-    """What a role operation or node action did and how long it took (CLI ``fault --json``)."""
-
-    fault: str
-    node: str | None
-    started_at: float  # Unix wall-clock seconds
-    ended_at: float
-    seconds: float
-    principal: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stable JSON shape: fault, node, started_at, ended_at, seconds, principal."""
-        return asdict(self)
-
-
-class Node:
+class Node(api.Node):
     """A view of one node of a topology: name, role, state and addresses (always current)."""
 
     def __init__(self, topology: LocalTopology, name: str) -> None:
@@ -57,55 +60,57 @@ class Node:
         self.name = name
 
     @property
-    def _s(self) -> dict[str, Any]:
+    def _s(self) -> NodeState:
         return self._topology._node_state(self.name)
 
     @property
     def role(self) -> str:
         """``principal``, ``mirror`` (the principal's partner in a pair) or ``standby`` (group)."""
-        return self._s["role"]
+        return self._s.role
 
     @property
     def state(self) -> str:
         """``running``, ``stopped``, ``killed`` or ``paused``."""
-        return self._s["state"]
+        return self._s.state
 
     @property
     def pid(self) -> int | None:
         """PID of the postmaster (also its process-group ID) while it runs."""
-        return self._s.get("pid")
+        return self._s.pid
 
     @property
     def server_address(self) -> Address:
         """Where the server itself listens."""
-        return ("127.0.0.1", self._s["port"])
+        return ("127.0.0.1", self._s.port)
 
     @property
     def client_address(self) -> Address:
         """Where clients connect to reach this node (a fault proxy when one is wired in)."""
-        return (self._s["client_host"], self._s["client_port"])
+        return (self._s.client_host, self._s.client_port)
 
     @property
     def datadir(self) -> Path:
         """The node's data directory."""
-        return Path(self._s["datadir"])
+        return Path(self._s.datadir)
 
     @property
     def log_path(self) -> Path:
         """The node's server log."""
         return self._topology.path / self.name / "postgres.log"
 
-    def dsn(self, dbname: str = pg.APP_DATABASE, user: str = pg.APP_USER,
-            password: str = pg.APP_PASSWORD, direct: bool = False, **params: Any) -> str:
+    def dsn(self, dbname: str | None = None, user: str | None = None, password: str | None = None,
+            direct: bool = False, **params: Any) -> str:
         """A libpq connection string for this node's client-facing address (``direct=True``: the
-        server's own address, bypassing any proxy)."""
+        server's own address, bypassing any proxy); the engine's test login unless told otherwise."""
+        creds = self._topology.engine.credentials
+        dbname, user, password = dbname or creds.database, user or creds.user, password or creds.password
         host, port = self.server_address if direct else self.client_address
         extra = "".join(f" {k}={v}" for k, v in params.items())
         return f"host={host} port={port} dbname={dbname} user={user} password={password}{extra}"
 
-    def admin(self) -> psycopg.Connection:
+    def admin(self) -> Any:
         """A superuser autocommit connection over the Unix socket (harness use; bypasses proxies)."""
-        return pg.admin_connect(self._topology.socket_dir(self.name), self._s["port"])
+        return self._topology.engine.admin_connect(self._topology.socket_dir(self.name), self._s.port)
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI JSON shape of a node."""
@@ -118,17 +123,20 @@ class Node:
         return f"<Node {self.name} {self.role} {self.state} {self.server_address[1]}>"
 
 
-class LocalTopology:
-    """A pair or group of local PostgreSQL 15 servers with streaming replication.
+class LocalTopology(Topology):
+    """A pair or group of local database servers (PostgreSQL 15 by default) with streaming
+    replication, every address behind ``links`` (the fault proxy by default).
 
-    Use as a context manager (``with Pair() as pair: ...``) or call :meth:`up` / :meth:`down`.
+    Build it as :class:`LocalPair` / :class:`LocalGroup` (what ``Pair()`` / ``Group()`` and the local
+    backend make); use it as a context manager or call :meth:`up` / :meth:`down`.
     ``mode="sync"`` makes every commit wait for a standby (no acknowledged commit lost, DUR-1);
     ``mirror_readable=False`` runs standbys with ``hot_standby=off`` so they reject logins at once
     like an SQL Server mirror (the inactive partner of MIR-7)."""
 
     def __init__(self, nodes: int = 2, mode: str = "sync", mirror_readable: bool = False,
                  history: Any = None, links: Links | str = "proxy", topology: str | None = None,
-                 detached: bool = False, progress: Callable[[str], None] | None = None) -> None:
+                 detached: bool = False, progress: Callable[[str], None] | None = None,
+                 engine: Engine | None = None) -> None:
         if mode not in ("sync", "async"):
             raise ConfigError(f"mode must be 'sync' or 'async', not {mode!r}")
         if not isinstance(nodes, int) or nodes < 2:
@@ -136,32 +144,37 @@ class LocalTopology:
         self.n_nodes = nodes
         self.mode = mode
         self.mirror_readable = bool(mirror_readable)
+        self.engine: Engine = engine or PostgresEngine()
         self.topology = topology or ("pg-pair" if nodes == 2 else f"pg-group{nodes}")
         self.history = history
+        if not (links is None or links in ("direct", "proxy") or isinstance(links, Links)):
+            raise ConfigError(f"links must be 'proxy', 'direct' or a Links object, not {links!r}")
         self._links_spec = links
-        self.links: Links = DirectLinks() if links in (None, "direct", "proxy") else _make_links(links, detached)
+        self.links: Links = links if isinstance(links, Links) else DirectLinks()
         self.detached = detached
         self.progress = progress or (lambda msg: None)
         self.run_as: RunAs = database_user()
         self.run_id: str | None = None
         self.path: Path = Path()
-        self._state: dict[str, Any] = {}
+        self._run_state: RunState | None = None
+        self._unsubscribe: Callable[[], None] | None = None
         self._local = threading.RLock()
 
     # -------------------------------------------------------------------------------- lifecycle
 
-    @classmethod
-    def attach(cls, run_id: str, history: Any = None, links: Links | None = None) -> LocalTopology:
-        """Drive an existing run (started by ``up --detach`` or another process)."""
+    @staticmethod
+    def attach(run_id: str, history: Any = None, links: Links | None = None) -> LocalTopology:
+        """Drive an existing run (started by ``up --detach`` or another process) from this one:
+        role operations and faults act on it; :meth:`down` tears it down."""
         path = run_path(run_id)
         state = load_state(path)
-        topo = cls(nodes=len(state["nodes"]), mode=state["mode"], mirror_readable=state["mirror_readable"],
-                   history=history, links=links or "direct", topology=state["topology"],
-                   detached=state.get("detached", False))
+        cls: type[LocalTopology] = LocalPair if len(state.nodes) == 2 else LocalGroup
+        kwargs = {} if cls is LocalPair else {"nodes": len(state.nodes)}
+        topo = cls(mode=state.mode, mirror_readable=state.mirror_readable, history=history,  # type: ignore[call-arg]
+                   links=links or "direct", topology=state.topology, detached=state.detached, **kwargs)
         topo.run_id, topo.path, topo._state = run_id, path, state
-        if links is None:
-            topo.links = _links_from_state(state)
-        topo.links.setup(topo)
+        topo.links = links or links_of_run(state)
+        topo.links.setup(state)
         return topo
 
     def up(self) -> LocalTopology:
@@ -169,46 +182,44 @@ class LocalTopology:
         t0 = time.monotonic()
         if self._links_spec == "proxy":
             self.progress("starting the fault proxy")
-            self.links = _make_links("proxy", self.detached)
+            self.links = make_links("proxy", self.detached)
         self.run_id = new_run_id()
         self.path = runs_dir() / self.run_id
         self.path.mkdir(mode=0o755)
         self.run_as.chown(self.path)
         names = [f"n{i + 1}" for i in range(self.n_nodes)]
         ports = [allocate_port() for _ in names]
-        self._state = {
-            "run": self.run_id, "topology": self.topology, "engine": "postgres",
-            "version": pg.server_version(), "mode": self.mode, "mirror_readable": self.mirror_readable,
-            "created": time.time(), "owner_pid": os.getpid(), "detached": self.detached,
-            "links": {"kind": self.links.kind}, "ports": list(ports), "processes": [],
-            "nodes": [{"name": n, "role": PRINCIPAL if i == 0 else (MIRROR if self.n_nodes == 2 else STANDBY),
-                       "state": STOPPED, "pid": None, "port": p, "client_host": "127.0.0.1", "client_port": p,
-                       "datadir": str(self.path / n / "data"), "needs_rewind": False, "exposed": False}
-                      for i, (n, p) in enumerate(zip(names, ports, strict=True))],
-        }
+        self._state = RunState(
+            run=self.run_id, topology=self.topology, engine=self.engine.name,
+            version=self.engine.server_version(), mode=self.mode, mirror_readable=self.mirror_readable,
+            created=time.time(), owner_pid=os.getpid(), detached=self.detached,
+            links=LinksState(kind=self.links.kind), ports=list(ports),
+            nodes=[NodeState(name=n, role=PRINCIPAL if i == 0 else (MIRROR if self.n_nodes == 2 else STANDBY),
+                             port=p, client_port=p, datadir=str(self.path / n / "data"))
+                   for i, (n, p) in enumerate(zip(names, ports, strict=True))])
         save_state(self.path, self._state)
         if not self.detached:
             start_reaper(self.path, os.getpid())
         try:
             self.progress("preparing data-directory template")
-            template = pg.template_dir(self.run_as)
+            template = self.engine.template_dir(self.run_as)
             with locked(self.path):
                 for n in names:
                     d = self.path / n
                     d.mkdir()
                     self.run_as.chown(d)
-                pg.copy_template(template, *(self.path / n / "data" for n in names))
-                self.links.setup(self)
+                self.engine.copy_template(template, *(self.path / n / "data" for n in names))
+                self.links.setup(self._state)
                 self._forward_proxy_events()
-                for node in self._state["nodes"]:
-                    host, port = self.links.client_address(node["name"])
-                    node["client_host"], node["client_port"] = host, port
+                for node in self._state.nodes:
+                    host, port = self.links.client_address(self._state, node.name)
+                    node.client_host, node.client_port = host, port
                 save_state(self.path, self._state)
                 self.progress(f"starting {self.topology} ({self.mode}) in {self.path}")
                 principal = names[0]
                 self._start_locked(principal, wait=False)
                 for n in names[1:]:
-                    pg.make_standby(Path(self._node_state(n)["datadir"]), self.run_as)
+                    self.engine.make_standby(Path(self._node_state(n).datadir), self.run_as)
                     self._start_locked(n, wait=False)
                 self._wait_started(principal)
                 for n in names[1:]:
@@ -224,19 +235,17 @@ class LocalTopology:
 
     def _forward_proxy_events(self) -> None:
         """Record the fault proxy's connection events into the history (when both exist)."""
-        subscribe = getattr(self.links, "subscribe", None)
-        if self.history is None or subscribe is None:
+        if self.history is None:
             return
         history = self.history
-        self._unsubscribe = subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
+        self._unsubscribe = self.links.subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
 
     def down(self) -> None:
         """Stop every process of the run and delete its directory (safe to call twice)."""
         if not self.run_id:
             return
-        unsubscribe = getattr(self, "_unsubscribe", None)
-        if unsubscribe is not None:
-            unsubscribe()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
             self._unsubscribe = None
         try:
             self.links.teardown()
@@ -245,20 +254,20 @@ class LocalTopology:
         self._emit("topology.down", topology=self.topology)
         self.run_id = None
 
-    def __enter__(self) -> LocalTopology:
-        return self.up()
-
-    def __exit__(self, *exc: object) -> None:
-        self.down()
-
     # ------------------------------------------------------------------------------- accessors
 
-    def _node_state(self, name: str) -> dict[str, Any]:
-        for n in self._state.get("nodes", []):
-            if n["name"] == name:
-                return n
-        known = ", ".join(n["name"] for n in self._state.get("nodes", []))
-        raise UnknownNodeError(f"unknown node {name!r} in run {self.run_id} (nodes: {known})")
+    @property
+    def _state(self) -> RunState:
+        if self._run_state is None:
+            raise InvalidOperation(f"{self.topology} is not started: call up() (or use it as a context manager)")
+        return self._run_state
+
+    @_state.setter
+    def _state(self, state: RunState) -> None:
+        self._run_state = state
+
+    def _node_state(self, name: str) -> NodeState:
+        return self._state.node(name)
 
     def node(self, name: str | Node) -> Node:
         """The node called ``name`` (UnknownNodeError naming the known nodes otherwise)."""
@@ -269,7 +278,9 @@ class LocalTopology:
     @property
     def nodes(self) -> list[Node]:
         """Every node, in creation order."""
-        return [Node(self, n["name"]) for n in self._state.get("nodes", [])]
+        if self._run_state is None:
+            return []
+        return [Node(self, n.name) for n in self._run_state.nodes]
 
     @property
     def principal(self) -> Node:
@@ -287,10 +298,12 @@ class LocalTopology:
         """Every node that is not the principal."""
         return [n for n in self.nodes if n.role != PRINCIPAL]
 
-    def dsn(self, target_session_attrs: str = "read-write", dbname: str = pg.APP_DATABASE,
-            user: str = pg.APP_USER, password: str = pg.APP_PASSWORD, **params: Any) -> str:
+    def dsn(self, target_session_attrs: str = "read-write", dbname: str | None = None,
+            user: str | None = None, password: str | None = None, **params: Any) -> str:
         """A libpq multi-host connection string listing every node's client-facing address, so a
         libpq client finds the principal itself (``target_session_attrs=read-write``)."""
+        creds = self.engine.credentials
+        dbname, user, password = dbname or creds.database, user or creds.user, password or creds.password
         hosts = ",".join(n.client_address[0] for n in self.nodes)
         ports = ",".join(str(n.client_address[1]) for n in self.nodes)
         extra = "".join(f" {k}={v}" for k, v in params.items())
@@ -308,10 +321,27 @@ class LocalTopology:
 
     def describe(self) -> dict[str, Any]:
         """The CLI JSON shape: run, topology, mode, nodes."""
+        links = self._state.links
+        fault_proxy = {k: v for k, v in dataclasses.asdict(links).items() if k != "proxies"}
+        fault_proxy["proxies"] = {n: dataclasses.asdict(names) for n, names in links.proxies.items()}
         return {"run": self.run_id, "topology": self.topology, "mode": self.mode,
-                "mirror_readable": self.mirror_readable, "engine": "postgres",
-                "version": self._state.get("version"), "fault_proxy": self._state.get("links", {}),
+                "mirror_readable": self.mirror_readable, "engine": self.engine.name,
+                "version": self._state.version, "fault_proxy": fault_proxy,
                 "nodes": [n.to_dict() for n in self.nodes]}
+
+    def register_process(self, name: str, pid: int, remove: bool = False) -> None:
+        """Make ``pid`` part of the run (stopped by :meth:`down`, ``down --run`` and the reaper)."""
+        record_process(self.path, name, pid, pid, remove=remove)
+        self.refresh()
+
+    def keep(self) -> None:
+        """Leave the servers up after this process ends (``--keep-on-failure``): mark the run
+        detached, so its reaper leaves it alone, and stop an in-process fault proxy cleanly."""
+        with locked(self.path):
+            self.refresh()
+            self._state.detached = True
+            save_state(self.path, self._state)
+        self.links.teardown()
 
     # ------------------------------------------------------------------------------ operations
 
@@ -322,7 +352,7 @@ class LocalTopology:
             touched = body()
             save_state(self.path, self._state)
             seconds = time.monotonic() - t0
-        principal = next((n["name"] for n in self._state["nodes"] if n["role"] == PRINCIPAL), None)
+        principal = next((n.name for n in self._state.nodes if n.role == PRINCIPAL), None)
         return OperationResult(fault, touched if touched is not None else node, wall0, wall0 + seconds,
                                seconds, principal)
 
@@ -375,77 +405,77 @@ class LocalTopology:
 
     def _set_role(self, name: str, role: str) -> None:
         s = self._node_state(name)
-        if s["role"] != role:
-            self._emit("role.change", node=name, old_role=s["role"], new_role=role)
-            s["role"] = role
+        if s.role != role:
+            self._emit("role.change", node=name, old_role=s.role, new_role=role)
+            s.role = role
 
-    def _require(self, name: str, *states: str) -> dict[str, Any]:
+    def _require(self, name: str, *states: str) -> NodeState:
         s = self._node_state(name)
-        if s["state"] not in states:
-            raise InvalidOperation(f"node {name} is {s['state']} (role {s['role']}); this needs it "
+        if s.state not in states:
+            raise InvalidOperation(f"node {name} is {s.state} (role {s.role}); this needs it "
                                    f"{' or '.join(states)}")
         return s
 
     def _partner_of_principal(self) -> str:
-        others = [n for n in self._state["nodes"] if n["role"] != PRINCIPAL]
-        live = [n for n in others if n["state"] in (RUNNING, PAUSED)]
+        others = [n for n in self._state.nodes if n.role != PRINCIPAL]
+        live = [n for n in others if n.state in (RUNNING, PAUSED)]
         chosen = (live or others)[0]
-        return f"{chosen['client_host']}:{chosen['client_port']}"
+        return f"{chosen.client_host}:{chosen.client_port}"
 
     def _principal_name(self) -> str:
-        return next(n["name"] for n in self._state["nodes"] if n["role"] == PRINCIPAL)
+        return next(n.name for n in self._state.nodes if n.role == PRINCIPAL)
 
     def _write_conf(self, name: str) -> Path:
         s = self._node_state(name)
         principal = self._principal_name()
-        is_principal = s["role"] == PRINCIPAL
-        cfg = pg.ServerConfig(
-            port=s["port"], socket_dir=self.socket_dir(name), application_name=name,
-            standby_of=None if is_principal else self.links.replication_address(name, principal),
+        is_principal = s.role == PRINCIPAL
+        cfg = NodeConfig(
+            port=s.port, socket_dir=self.socket_dir(name), application_name=name,
+            standby_of=None if is_principal else self.links.replication_address(self._state, name, principal),
             hot_standby=self.mirror_readable,
-            synchronous=self.mode == "sync" and is_principal and not s.get("exposed"),
+            synchronous=self.mode == "sync" and is_principal and not s.exposed,
             partner=self._partner_of_principal() if is_principal else "",
         )
         conf = self.path / name / "postgresql.conf"
-        conf.write_text(cfg.render())
+        conf.write_text(self.engine.config_text(cfg))
         return conf
 
     def _reload(self, name: str) -> None:
         s = self._node_state(name)
         self._write_conf(name)
-        if s["state"] == RUNNING and s["pid"]:
-            signal_pid(s["pid"], signal.SIGHUP)
+        if s.state == RUNNING and s.pid:
+            signal_pid(s.pid, signal.SIGHUP)
 
     def _start_locked(self, name: str, wait: bool = True) -> None:
         s = self._node_state(name)
-        if s["role"] == PRINCIPAL:
-            pg.make_primary(Path(s["datadir"]))
+        if s.role == PRINCIPAL:
+            self.engine.make_primary(Path(s.datadir))
         conf = self._write_conf(name)
         t0 = time.monotonic()
-        s["pid"] = pg.start_server(Path(s["datadir"]), conf, self.path / name / "postgres.log", self.run_as,
+        s.pid = self.engine.start_server(Path(s.datadir), conf, self.path / name / "postgres.log", self.run_as,
                                    self.path / name)
-        s["state"] = RUNNING
+        s.state = RUNNING
         save_state(self.path, self._state)
         if wait:
             self._wait_started(name)
-            if s["role"] != PRINCIPAL:
+            if s.role != PRINCIPAL:
                 principal = self._node_state(self._principal_name())
-                if principal["state"] == RUNNING:
-                    self._wait_streaming(name, principal["name"])
-        self._emit("node.start", t=t0, node=name, role=s["role"], seconds=time.monotonic() - t0)
+                if principal.state == RUNNING:
+                    self._wait_streaming(name, principal.name)
+        self._emit("node.start", t=t0, node=name, role=s.role, seconds=time.monotonic() - t0)
 
     def _wait_started(self, name: str) -> None:
         s = self._node_state(name)
         log = self.path / name / "postgres.log"
-        pg.wait_ready(Path(s["datadir"]), s["pid"], log, timeout=60)
-        if s["role"] == PRINCIPAL:
-            pg.wait_writable(self.socket_dir(name), s["port"], s["pid"], log, timeout=60)
+        self.engine.wait_ready(Path(s.datadir), s.pid, log, timeout=60)
+        if s.role == PRINCIPAL:
+            self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, log, timeout=60)
 
     def _wait_streaming(self, standby: str, principal: str, timeout: float = 30) -> None:
         p = self._node_state(principal)
         deadline = time.monotonic() + timeout
         state = None
-        with pg.admin_connect(self.socket_dir(principal), p["port"]) as conn:
+        with self.engine.admin_connect(self.socket_dir(principal), p.port) as conn:
             # Caught up on the principal's own timeline: right after a timeline switch a standby
             # first streams the old timeline to its end, then reconnects; only WAL written on the
             # new timeline (past the switch point) proves it follows the new principal.
@@ -456,49 +486,49 @@ class LocalTopology:
                 state = row[0] if row else None
                 if state == "streaming" and row[1]:
                     return
-                if not pid_alive(self._node_state(standby)["pid"]):
+                if not pid_alive(self._node_state(standby).pid):
                     break
                 time.sleep(0.003)
         log = self.path / standby / "postgres.log"
         raise TopologyError(f"standby {standby} is not streaming from {principal} after {timeout:.0f} s "
-                            f"(replication state {state!r}); its log:\n{pg.log_tail(log)}")
+                            f"(replication state {state!r}); its log:\n{self.engine.log_tail(log)}")
 
     def _stop_server(self, name: str, mode: str) -> None:
         s = self._node_state(name)
         t0 = time.monotonic()
-        if s["pid"] and pid_alive(s["pid"]):
-            pg.stop_server(s["pid"], mode)
-        s["state"], s["pid"] = STOPPED, None
+        if s.pid and pid_alive(s.pid):
+            self.engine.stop_server(s.pid, mode)
+        s.state, s.pid = STOPPED, None
         self._emit("node.stop", t=t0, node=name, mode=mode, seconds=time.monotonic() - t0)
 
     def _kill_server(self, name: str) -> None:
         s = self._node_state(name)
         t0 = time.monotonic()
-        if s["pid"]:
-            if not kill_group(s["pid"], timeout=10):
-                raise TopologyError(f"processes of node {name} (pgid {s['pid']}) survived SIGKILL")
-        s["state"], s["pid"] = KILLED, None
+        if s.pid:
+            if not kill_group(s.pid, timeout=10):
+                raise TopologyError(f"processes of node {name} (pgid {s.pid}) survived SIGKILL")
+        s.state, s.pid = KILLED, None
         self._emit("node.kill", t=t0, node=name, seconds=time.monotonic() - t0)
 
     def _promote(self, name: str) -> None:
         s = self._node_state(name)
-        pg.promote(Path(s["datadir"]), s["pid"], self.run_as)
-        pg.wait_writable(self.socket_dir(name), s["port"], s["pid"], self.path / name / "postgres.log", 60)
+        self.engine.promote(Path(s.datadir), s.pid, self.run_as)
+        self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, self.path / name / "postgres.log", 60)
 
     def _pick_target(self, target: str | None, op: str) -> str:
         principal = self._principal_name()
         if target is None:
-            candidates = [n for n in self._state["nodes"] if n["role"] != PRINCIPAL and n["state"] == RUNNING
-                          and not n.get("needs_rewind")]
+            candidates = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state == RUNNING
+                          and not n.needs_rewind]
             if not candidates:
-                states = ", ".join(f"{n['name']} {n['state']}" for n in self._state["nodes"] if n["role"] != PRINCIPAL)
+                states = ", ".join(f"{n.name} {n.state}" for n in self._state.nodes if n.role != PRINCIPAL)
                 raise InvalidOperation(f"{op} needs a running mirror, but the mirror is not running ({states}); "
                                        f"start() or rejoin() it first")
-            return candidates[0]["name"]
+            return candidates[0].name
         if target == principal:
             raise InvalidOperation(f"{op} target {target} is already the principal")
         s = self._require(target, RUNNING)
-        if s.get("needs_rewind"):
+        if s.needs_rewind:
             raise InvalidOperation(f"{op} target {target} has diverged and must rejoin() first")
         return target
 
@@ -512,23 +542,23 @@ class LocalTopology:
         self._set_role(new, PRINCIPAL)
         self._write_conf(new)
         self._promote(new)
-        signal_pid(self._node_state(new)["pid"], signal.SIGHUP)  # synchronous_standby_names, partner
-        self.links.roles_changed(self)
+        signal_pid(self._node_state(new).pid, signal.SIGHUP)  # synchronous_standby_names, partner
+        self.links.roles_changed(self._state)
         newp = self._node_state(new)
-        with pg.admin_connect(self.socket_dir(new), newp["port"]) as conn:
+        with self.engine.admin_connect(self.socket_dir(new), newp.port) as conn:
             conn.execute("CHECKPOINT")  # pg_rewind reads the new timeline from the control file
         olds = self._node_state(old)
         self._rewind(old, new)
-        pg.make_standby(Path(olds["datadir"]), self.run_as)
+        self.engine.make_standby(Path(olds.datadir), self.run_as)
         self._start_locked(old, wait=False)
-        for other in self._state["nodes"]:
-            if other["name"] not in (old, new) and other["state"] == RUNNING:
-                self._reload(other["name"])
+        for other in self._state.nodes:
+            if other.name not in (old, new) and other.state == RUNNING:
+                self._reload(other.name)
         self._wait_started(old)
         self._wait_streaming(old, new)
-        for other in self._state["nodes"]:  # done only when every standby follows the new principal
-            if other["name"] not in (old, new) and other["state"] == RUNNING:
-                self._follow_or_rewind(other["name"], new)
+        for other in self._state.nodes:  # done only when every standby follows the new principal
+            if other.name not in (old, new) and other.state == RUNNING:
+                self._follow_or_rewind(other.name, new)
         self._reload(new)  # the partner is now known to be live
         self._wait_partner_published(new)
         return old
@@ -536,24 +566,24 @@ class LocalTopology:
     def _failover(self, target: str | None) -> str:
         old = self._principal_name()
         new = self._pick_target(target, "failover")
-        if self._node_state(old)["state"] in (RUNNING, PAUSED):
+        if self._node_state(old).state in (RUNNING, PAUSED):
             self._kill_server(old)
         olds = self._node_state(old)
-        olds["needs_rewind"] = True
+        olds.needs_rewind = True
         self._set_role(old, MIRROR if self.n_nodes == 2 else STANDBY)
         self._set_role(new, PRINCIPAL)
         newp = self._node_state(new)
-        live_standbys = [n for n in self._state["nodes"] if n["role"] != PRINCIPAL and n["state"] == RUNNING]
-        newp["exposed"] = not live_standbys  # sync pair without a mirror runs exposed (commits go on)
+        live_standbys = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state == RUNNING]
+        newp.exposed = not live_standbys  # sync pair without a mirror runs exposed (commits go on)
         self._write_conf(new)
-        signal_pid(newp["pid"], signal.SIGHUP)
+        signal_pid(newp.pid, signal.SIGHUP)
         self._promote(new)
         self._emit("mirroring.partner", node=new, partner=self._partner_of_principal())
-        self.links.roles_changed(self)
+        self.links.roles_changed(self._state)
         for other in live_standbys:
-            self._reload(other["name"])
+            self._reload(other.name)
         for other in live_standbys:
-            self._follow_or_rewind(other["name"], new)
+            self._follow_or_rewind(other.name, new)
         return old
 
     def _follow_or_rewind(self, standby: str, principal: str) -> None:
@@ -569,13 +599,13 @@ class LocalTopology:
         principal = self._principal_name()
         self._require(principal, RUNNING)
         if name is None:
-            down = [n for n in self._state["nodes"] if n["role"] != PRINCIPAL and n["state"] in (STOPPED, KILLED)]
+            down = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state in (STOPPED, KILLED)]
             if not down:
                 raise InvalidOperation("rejoin() needs a stopped or killed former principal or standby; "
                                        "every node is running")
-            name = down[0]["name"]
+            name = down[0].name
         s = self._node_state(name)
-        if s["role"] == PRINCIPAL:
+        if s.role == PRINCIPAL:
             raise InvalidOperation(f"node {name} is the principal; rejoin() is for a node that lost that role")
         self._require(name, STOPPED, KILLED)
         self._rewind_and_start(name, principal)
@@ -583,14 +613,14 @@ class LocalTopology:
 
     def _rewind_and_start(self, name: str, principal: str) -> None:
         s, p = self._node_state(name), self._node_state(principal)
-        with pg.admin_connect(self.socket_dir(principal), p["port"]) as conn:
+        with self.engine.admin_connect(self.socket_dir(principal), p.port) as conn:
             conn.execute("CHECKPOINT")
         self._rewind(name, principal)
-        pg.make_standby(Path(s["datadir"]), self.run_as)
-        s["needs_rewind"] = False
+        self.engine.make_standby(Path(s.datadir), self.run_as)
+        s.needs_rewind = False
         self._start_locked(name, wait=True)
-        if p.get("exposed"):
-            p["exposed"] = False
+        if p.exposed:
+            p.exposed = False
         self._reload(principal)
         self._wait_partner_published(principal)
 
@@ -599,11 +629,11 @@ class LocalTopology:
         fresh pg_basebackup when pg_rewind cannot (e.g. the WAL it needs is gone)."""
         s, p = self._node_state(name), self._node_state(principal)
         try:
-            pg.rewind(Path(s["datadir"]), self.socket_dir(principal), p["port"], self.run_as)
+            self.engine.rewind(Path(s.datadir), self.socket_dir(principal), p.port, self.run_as)
         except TopologyError as exc:
             reason = str(exc).strip().splitlines()[-1][:300]
             self._emit("node.reclone", node=name, source=principal, reason=reason)
-            pg.reclone(Path(s["datadir"]), self.socket_dir(principal), p["port"], self.run_as)
+            self.engine.reclone(Path(s.datadir), self.socket_dir(principal), p.port, self.run_as)
 
     def _stop(self, name: str, mode: str) -> str:
         self._require(name, RUNNING, PAUSED)
@@ -612,11 +642,11 @@ class LocalTopology:
 
     def _start_op(self, name: str) -> str:
         s = self._require(name, STOPPED, KILLED)
-        if s["role"] != PRINCIPAL and s.get("needs_rewind"):
+        if s.role != PRINCIPAL and s.needs_rewind:
             self._rewind_and_start(name, self._principal_name())
         else:
-            if s["role"] != PRINCIPAL:
-                pg.make_standby(Path(s["datadir"]), self.run_as)
+            if s.role != PRINCIPAL:
+                self.engine.make_standby(Path(s.datadir), self.run_as)
             self._start_locked(name, wait=True)
         return name
 
@@ -628,20 +658,20 @@ class LocalTopology:
     def _pause(self, name: str, scope: str) -> str:
         s = self._require(name, RUNNING)
         if scope == "all":
-            signal_group(s["pid"], signal.SIGSTOP)
+            signal_group(s.pid, signal.SIGSTOP)
         else:
-            signal_pid(s["pid"], signal.SIGSTOP)
-        s["state"], s["paused_scope"] = PAUSED, scope
+            signal_pid(s.pid, signal.SIGSTOP)
+        s.state, s.paused_scope = PAUSED, scope
         self._emit("node.pause", node=name, scope=scope)
         return name
 
     def _resume(self, name: str) -> str:
         s = self._node_state(name)
-        if s["state"] != PAUSED:
-            raise InvalidOperation(f"resume({name}): node {name} is {s['state']}, not paused")
-        signal_group(s["pid"], signal.SIGCONT)
-        s["state"] = RUNNING
-        self._emit("node.resume", node=name, scope=s.pop("paused_scope", "postmaster"))
+        if s.state != PAUSED:
+            raise InvalidOperation(f"resume({name}): node {name} is {s.state}, not paused")
+        signal_group(s.pid, signal.SIGCONT)
+        s.state = RUNNING
+        self._emit("node.resume", node=name, scope=s.paused_scope or "postmaster")
         return name
 
     def _wait_partner_published(self, principal: str, timeout: float = 5) -> None:
@@ -651,7 +681,7 @@ class LocalTopology:
         deadline = time.monotonic() + timeout
         seen = None
         while time.monotonic() < deadline:
-            with pg.admin_connect(self.socket_dir(principal), s["port"]) as conn:
+            with self.engine.admin_connect(self.socket_dir(principal), s.port) as conn:
                 seen = conn.execute("SHOW mirroring.partner").fetchone()[0]
             if seen == wanted:
                 self._emit("mirroring.partner", node=principal, partner=seen)
@@ -665,37 +695,23 @@ class LocalTopology:
             return conn.execute("SHOW mirroring.partner").fetchone()[0]
 
 
-def _make_links(links: Links | str | None, detached: bool) -> Links:
-    """``"proxy"`` (default): every address behind the fault proxy; ``"direct"``: none; or a
-    ready-made :class:`~harness.topology.links.Links`."""
-    if links is None or links == "direct":
-        return DirectLinks()
-    if links == "proxy":
-        from harness.faults.wiring import start_proxied_links
+class LocalPair(LocalTopology, Pair):
+    """A principal + mirror pair of local servers (not yet started: ``with LocalPair() as pair``)."""
 
-        return start_proxied_links(detached=detached)
-    if isinstance(links, str):
-        raise ConfigError(f"links must be 'proxy', 'direct' or a Links object, not {links!r}")
-    return links
+    def __init__(self, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> None:
+        kwargs.setdefault("topology", "pg-pair")
+        super().__init__(nodes=2, mode=mode, mirror_readable=mirror_readable, **kwargs)
 
 
-def _links_from_state(state: dict[str, Any]) -> Links:
-    kind = state.get("links", {}).get("kind", "direct")
-    if kind == "direct":
-        return DirectLinks()
-    from harness.faults.wiring import links_from_state  # proxied runs
+class LocalGroup(LocalTopology, Group):
+    """One principal and ``nodes - 1`` standbys (N >= 3) of local servers."""
 
-    return links_from_state(state)
-
-
-def Pair(mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> LocalTopology:  # noqa: N802
-    """A principal + mirror pair (not yet started: use ``with Pair() as pair``)."""
-    return LocalTopology(nodes=2, mode=mode, mirror_readable=mirror_readable, topology="pg-pair", **kwargs)
+    def __init__(self, nodes: int = 3, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> None:
+        if not isinstance(nodes, int) or nodes < 3:
+            raise ConfigError(f"a group needs at least 3 nodes, not {nodes!r}; use Pair() for two")
+        kwargs.setdefault("topology", f"pg-group{nodes}")
+        super().__init__(nodes=nodes, mode=mode, mirror_readable=mirror_readable, **kwargs)
 
 
-def Group(nodes: int = 3, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> LocalTopology:  # noqa: N802
-    """One principal and ``nodes - 1`` standbys (N >= 3)."""
-    if not isinstance(nodes, int) or nodes < 3:
-        raise ConfigError(f"a group needs at least 3 nodes, not {nodes!r}; use Pair() for two")
-    return LocalTopology(nodes=nodes, mode=mode, mirror_readable=mirror_readable,
-                         topology=f"pg-group{nodes}", **kwargs)
+api.set_default_class("pair", lambda: LocalPair)
+api.set_default_class("group", lambda: LocalGroup)

@@ -23,6 +23,7 @@ import psycopg
 
 from harness.errors import MissingDependencyError, NodeStartError, TopologyError
 from harness.paths import templates_dir
+from harness.topology.engine import Credentials, NodeConfig
 from harness.topology.process import (
     RunAs,
     kill_group,
@@ -348,3 +349,41 @@ def rewind(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) 
         raise TopologyError(f"pg_rewind of {datadir} failed (exit {res.returncode}): "
                             f"{(res.stderr or res.stdout).strip()[-1200:]}")
     return res.stdout + res.stderr
+
+
+class PostgresEngine:
+    """PostgreSQL 15 as an :class:`~harness.topology.engine.Engine` (the functions of this module)."""
+
+    name = "postgres"
+    label = "PostgreSQL"
+    credentials = Credentials(APP_USER, APP_PASSWORD, APP_DATABASE)
+
+    server_version = staticmethod(server_version)
+    template_dir = staticmethod(template_dir)
+    copy_template = staticmethod(copy_template)
+    make_primary = staticmethod(make_primary)
+    make_standby = staticmethod(make_standby)
+    start_server = staticmethod(start_server)
+    stop_server = staticmethod(stop_server)
+    promote = staticmethod(promote)
+    admin_connect = staticmethod(admin_connect)
+    rewind = staticmethod(rewind)
+    reclone = staticmethod(reclone)
+    log_tail = staticmethod(log_tail)
+
+    @staticmethod
+    def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:
+        """Wait until the server accepts connections (as :func:`wait_ready`)."""
+        wait_ready(datadir, pid, log, timeout=timeout)
+
+    @staticmethod
+    def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
+        """Wait until the server accepts writes (as :func:`wait_writable`)."""
+        wait_writable(socket_dir, port, pid, log, timeout=timeout)
+
+    @staticmethod
+    def config_text(config: NodeConfig) -> str:
+        """``postgresql.conf`` for one node (:class:`ServerConfig`)."""
+        return ServerConfig(port=config.port, socket_dir=config.socket_dir, standby_of=config.standby_of,
+                            application_name=config.application_name, hot_standby=config.hot_standby,
+                            synchronous=config.synchronous, partner=config.partner).render()

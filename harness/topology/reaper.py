@@ -19,7 +19,7 @@ def main(run_dir: str, owner: str) -> None:
     while (path / "state.json").exists():
         if not pid_alive(owner_pid):
             try:
-                if load_state(path).get("detached"):
+                if load_state(path).detached:
                     return
             except Exception:  # noqa: BLE001 - a half-written state still gets torn down
                 pass

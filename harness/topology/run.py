@@ -21,6 +21,7 @@ from harness.errors import ConfigError
 from harness.paths import runs_dir
 from harness.ports import release_port
 from harness.topology.process import kill_group, pid_alive, processes_mentioning, signal_pid
+from harness.topology.state import ProcessRecord, RunState
 
 STATE_FILE = "state.json"
 
@@ -58,16 +59,31 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def load_state(path: Path) -> dict[str, Any]:
-    """Read a run's state file."""
+def _load_raw(path: Path) -> dict[str, Any]:
     return json.loads((path / STATE_FILE).read_text())
 
 
-def save_state(path: Path, state: dict[str, Any]) -> None:
+def load_state(path: Path) -> RunState:
+    """Read a run's state file."""
+    return RunState.from_dict(_load_raw(path))
+
+
+def save_state(path: Path, state: RunState) -> None:
     """Write a run's state file atomically."""
     tmp = path / f".{STATE_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps(state, indent=1))
+    tmp.write_text(json.dumps(state.to_dict(), indent=1))
     tmp.replace(path / STATE_FILE)
+
+
+def record_process(path: Path, name: str, pid: int, pgid: int | None = None, remove: bool = False) -> None:
+    """Add (or, with ``remove``, drop) a process the run owns, so that ``down`` and the reaper stop it
+    too (a pooler or proxy started in front of the run)."""
+    with locked(path):
+        state = load_state(path)
+        state.processes = [p for p in state.processes if p.pid != pid]
+        if not remove:
+            state.processes.append(ProcessRecord(name, pid, pgid))
+        save_state(path, state)
 
 
 def start_reaper(path: Path, owner_pid: int) -> None:
@@ -82,9 +98,9 @@ def down_run(path: Path) -> list[int]:
     """Stop every process of a run (any state, any owner) and delete its directory. Returns the PIDs
     that had to be killed."""
     killed: list[int] = []
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {}  # read loosely: down must clean even a half-written or foreign state
     with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
-        state = load_state(path)
+        state = _load_raw(path)
     for proc in state.get("processes", []):
         pid = proc.get("pid")
         if pid and pid_alive(pid):
@@ -125,22 +141,6 @@ def down_all() -> dict[str, list[int]]:
     if strays:
         result["(strays)"] = strays
     return result
-
-
-def reap_orphans() -> list[str]:
-    """Tear down runs whose owning process died (not detached runs). Returns their IDs."""
-    done = []
-    for run_id in list_runs():
-        path = runs_dir() / run_id
-        try:
-            state = load_state(path)
-        except (OSError, json.JSONDecodeError):
-            continue
-        owner = state.get("owner_pid")
-        if owner and not state.get("detached") and not pid_alive(owner):
-            down_run(path)
-            done.append(run_id)
-    return done
 
 
 def _cmdline(pid: int) -> str:

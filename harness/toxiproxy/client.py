@@ -6,31 +6,10 @@ from typing import Any
 
 import httpx
 
-from harness.errors import ProxyError
+from harness.errors import ProxyError, ToxiproxyAPIError, ToxiproxyUnreachableError
 from harness.toxiproxy.models import ConnEvent, Proxy, Toxic
 
 DEFAULT_URL = "http://127.0.0.1:8474"
-
-
-class ToxiproxyAPIError(ProxyError):
-    """The server answered with an HTTP error; carries ``status`` and the server's ``message``."""
-
-    def __init__(self, method: str, url: str, status: int, message: str) -> None:
-        self.method = method
-        self.url = url
-        self.status = status
-        self.message = message
-        super().__init__(f"Toxiproxy {method} {url} failed with HTTP {status}: {message}")
-
-
-class ToxiproxyUnreachableError(ProxyError):
-    """The Toxiproxy API at ``url`` did not answer (refused, reset, or timed out)."""
-
-    def __init__(self, url: str, detail: str) -> None:
-        self.url = url
-        super().__init__(
-            f"Toxiproxy API at {url} did not answer ({detail}); is the server running there? "
-            "Start one (failover-harness toxiproxy-server) or fix TOXIPROXY_URL.")
 
 
 class ToxiproxyClient:

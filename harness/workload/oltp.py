@@ -527,3 +527,7 @@ class OltpWorkload:
         return {"ok": sum(s.ok for s in self.sessions), "failed": sum(s.failed for s in self.sessions),
                 "lost": sum(s.lost for s in self.sessions),
                 "reconnects": sum(max(0, s.generation - 1) for s in self.sessions)}
+
+
+#: ``session_factory(process, **options)`` in the PER suites: a started :class:`TrackedSession`.
+SessionFactory = Callable[..., TrackedSession]

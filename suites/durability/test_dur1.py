@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from harness import Check, Faults, Group, History, Pair
 from harness.rules.durability import check_no_acknowledged_write_lost
 from harness.workload import KeyWriter, final_read
 from harness.workload.keywriter import ensure_table
@@ -16,7 +17,8 @@ from harness.workload.keywriter import ensure_table
 
 @pytest.mark.rule("DUR-1")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_no_acknowledged_commit_lost_across_switchovers_and_failover(pair, faults, history, check):
+def test_no_acknowledged_commit_lost_across_switchovers_and_failover(pair: Pair, faults: Faults, history: History,
+                                                                     check: Check) -> None:
     ensure_table(pair.dsn())
     with KeyWriter(pair.dsn, history, process="writer-1"), KeyWriter(pair.dsn, history, process="writer-2",
                                                                      start=1_000_000):
@@ -26,7 +28,7 @@ def test_no_acknowledged_commit_lost_across_switchovers_and_failover(pair, fault
         time.sleep(0.3)
         faults.failover()
         time.sleep(0.3)
-        pair.rejoin()
+        faults.rejoin()
         time.sleep(0.3)
     final_read(pair.dsn(), history)
     check(check_no_acknowledged_write_lost(history.events(), mode=pair.mode))
@@ -34,7 +36,8 @@ def test_no_acknowledged_commit_lost_across_switchovers_and_failover(pair, fault
 
 @pytest.mark.rule("DUR-1")
 @pytest.mark.topology(mode="sync", mirror_readable=True, nodes=3)
-def test_no_acknowledged_commit_lost_when_a_group_fails_over(group, faults, history, check):
+def test_no_acknowledged_commit_lost_when_a_group_fails_over(group: Group, faults: Faults, history: History,
+                                                             check: Check) -> None:
     ensure_table(group.dsn())
     with KeyWriter(group.dsn, history):
         time.sleep(0.3)

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from mir_support import CLIENT_ERRORS
 
 from harness.history.core import History
+from harness.workload.mirroring import CLIENT_ERRORS
 
 
 @pytest.fixture

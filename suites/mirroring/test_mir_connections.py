@@ -8,19 +8,10 @@ import time
 from typing import Any
 
 import pytest
-from mir_support import (
-    CLIENT_ERRORS,
-    BackgroundOpen,
-    connstring,
-    judge_with_stall_retry,
-    partner,
-    try_open,
-    wait_until,
-)
 
-from harness.clients.connstring import ConnectionStringError
+from harness import Check, Faults, History, Pair
 from harness.errors import HarnessError
-from harness.history.core import History
+from harness.rules.connstring import ConnectionStringError
 from harness.rules.mirroring import (
     check_mir_1,
     check_mir_2,
@@ -30,6 +21,15 @@ from harness.rules.mirroring import (
     check_mir_13,
 )
 from harness.rules.verdict import Verdict
+from harness.workload.mirroring import (
+    CLIENT_ERRORS,
+    BackgroundOpen,
+    connstring,
+    judge_with_stall_retry,
+    partner,
+    try_open,
+    wait_until,
+)
 
 TOL = 0.020
 GRACE = 1.0
@@ -64,7 +64,7 @@ def _unavailable_database_verdict(history: History, process: str, login_timeout:
 
 @pytest.mark.rule("MIR-2")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_database_is_required(pair: Any, history: History, check: Any, make_client: Any) -> None:
+def test_database_is_required(pair: Pair, history: History, check: Check, make_client: Any) -> None:
     """MIR-2: a connection string without ``Database`` is refused by the client, with no connection
     attempt at either partner's proxy (no failover is possible without it); a database that does
     not exist raises an error. (A client-level rule: both strings name the real pair.)"""
@@ -84,8 +84,8 @@ def test_database_is_required(pair: Any, history: History, check: Any, make_clie
 
 @pytest.mark.rule("MIR-1", "MIR-4", "MIR-12")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_redirected_connection_presents_the_initial_partner_name(pair: Any, faults: Any, history: History,
-                                                                 check: Any, make_client: Any) -> None:
+def test_redirected_connection_presents_the_initial_partner_name(pair: Pair, faults: Faults, history: History,
+                                                                 check: Check, make_client: Any) -> None:
     """MIR-12: a connection redirected to the failover partner still presents the initial
     partner's name (``Server=`` value), in two redirections (LT = 2 s):
 
@@ -116,7 +116,7 @@ def test_redirected_connection_presents_the_initial_partner_name(pair: Any, faul
 
 @pytest.mark.rule("MIR-4", "MIR-11")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_broken_connection_is_not_reconnected(pair: Any, faults: Any, history: History, check: Any,
+def test_broken_connection_is_not_reconnected(pair: Pair, faults: Faults, history: History, check: Check,
                                               client: Any) -> None:
     """MIR-11: an established connection (``Server=n1; Failover Partner=n2``, on the principal n1)
     is broken by a planned switchover. The application sees an error on its next statement, and
@@ -158,8 +158,8 @@ def test_broken_connection_is_not_reconnected(pair: Any, faults: Any, history: H
 
 @pytest.mark.rule("MIR-4", "MIR-13")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_server_shutdown_aborts_a_pending_attempt_at_once(pair: Any, faults: Any, history: History,
-                                                          check: Any, make_client: Any) -> None:
+def test_server_shutdown_aborts_a_pending_attempt_at_once(pair: Pair, faults: Faults, history: History, check: Check,
+                                                          make_client: Any) -> None:
     """MIR-13: the principal n1's postmaster is paused (SIGSTOP: a new connection is accepted by the
     kernel and then hangs), so attempt 1 of ``Server=n1; Failover Partner=n2`` (LT = 4 s: retry time
     320 ms) is pending when n1 is shut down (fast) 120 ms later. The client must abandon it as soon
@@ -168,7 +168,7 @@ def test_server_shutdown_aborts_a_pending_attempt_at_once(pair: Any, faults: Any
     Runs under the machine-stall monitor (``judge_with_stall_retry``)."""
     lt = 4.0
     text = connstring(pair, "n1", "n2", login_timeout=lt)
-    proxy = pair.links.proxy_name("n1")
+    proxy = pair.links.client_proxy("n1")
 
     def scenario(k: int) -> list[Verdict]:
         with faults.pause("n1"):

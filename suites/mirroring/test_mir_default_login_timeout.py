@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mir_support import BackgroundOpen, connstring, hold_times, judge_with_stall_retry, partner
 
-from harness.history.core import History
+from harness import Check, Faults, History, Pair
 from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_5, check_mir_6
 from harness.rules.verdict import Verdict
+from harness.workload.mirroring import BackgroundOpen, connstring, hold_times, judge_with_stall_retry, partner
 
 DEFAULT_LT = 15.0
 TOL = 0.020
@@ -32,7 +32,7 @@ TABLE: tuple[tuple[str, float], ...] = (("initial", 1.2), ("failover", 1.2), ("i
                                        ("initial", 3.6), ("failover", 3.6), ("initial", 0.6))
 
 
-def _table_verdicts(history: History, pair: Any, t_open: float) -> list[Verdict]:
+def _table_verdicts(history: History, pair: Pair, t_open: float) -> list[Verdict]:
     """The table row by row, from the fault proxies (``t_open`` = when the open was invoked):
 
     * MIR-5: attempts 1-6 go I, F, I, F, I, F and are held 1.2, 1.2, 2.4, 2.4, 3.6, 3.6 s, each
@@ -40,7 +40,7 @@ def _table_verdicts(history: History, pair: Any, t_open: float) -> list[Verdict]
     * MIR-6: then exactly one more attempt, on the initial partner, starting no earlier than
       14.4 s − TOL (the three rounds were not cut short), held what is left of the 15 s (≈0.6 s,
       less what rounds 1-3 overran) ±TOL, and ending at 15 s ±TOL; 7 attempts in all."""
-    proxies = {pair.links.proxy_name("n1"): "initial", pair.links.proxy_name("n2"): "failover"}
+    proxies = {pair.links.client_proxy("n1"): "initial", pair.links.client_proxy("n2"): "failover"}
     seen = hold_times(history, list(proxies), t_open)
     rows = [f"{k}:{proxies[h.proxy][0].upper()}:{'held' if h.seconds is None else f'{h.seconds:.3f}'}"
             for k, h in enumerate(seen, 1)]
@@ -79,7 +79,7 @@ def _table_verdicts(history: History, pair: Any, t_open: float) -> list[Verdict]
 @pytest.mark.slow
 @pytest.mark.rule("MIR-1", "MIR-4", "MIR-5", "MIR-6")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_default_15s_login_timeout_exact_schedule(pair: Any, faults: Any, history: History, check: Any,
+def test_default_15s_login_timeout_exact_schedule(pair: Pair, faults: Faults, history: History, check: Check,
                                                   make_client: Any) -> None:
     """Both partners black-holed, default LT (15 s): the attempts are held exactly as the rulebook's
     table says (MIR-5: 1.2, 1.2, 2.4, 2.4, 3.6, 3.6 s; MIR-6: then one 0.6 s attempt on the initial

@@ -4,7 +4,7 @@ database. The PostgreSQL stand-in for an SQL Server mirror is a standby with ``h
 (SQLSTATE 57P03, "the database system is not accepting connections"); a pair mid-failover adds a
 killed principal (its fault proxy accepts, the dial behind it is refused).
 
-The MIR-7 scenarios run under the machine-stall monitor (``mir_support.judge_with_stall_retry``): a
+The MIR-7 scenarios run under the machine-stall monitor (``harness.workload.mirroring.judge_with_stall_retry``): a
 try that violates a timing rule while the machine demonstrably stalled is recorded and run
 again with a fresh client (at most three tries)."""
 
@@ -14,18 +14,18 @@ import time
 from typing import Any
 
 import pytest
-from mir_support import BackgroundOpen, connstring, judge_with_stall_retry, partner
 
+from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
-from harness.history.core import History
 from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_7, check_mir_8
 from harness.rules.verdict import Verdict
+from harness.workload.mirroring import BackgroundOpen, connstring, judge_with_stall_retry, partner
 
 TOL = 0.020
 GRACE = 1.0
 
 
-def _require_standbys(topology: Any, *nodes: str) -> None:
+def _require_standbys(topology: Topology, *nodes: str) -> None:
     """Harness precondition (OBS-1): the partners of the scenario really are inactive standbys."""
     for name in nodes:
         node = topology.node(name)
@@ -35,8 +35,8 @@ def _require_standbys(topology: Any, *nodes: str) -> None:
 
 @pytest.mark.rule("MIR-1", "MIR-4", "MIR-7")
 @pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
-def test_both_partners_inactive_get_growing_retry_delays(group: Any, history: History, check: Any,
-                                                        make_client: Any) -> None:
+def test_both_partners_inactive_get_growing_retry_delays(group: Group, history: History, check: Check,
+                                                         make_client: Any) -> None:
     """``Server=n2; Failover Partner=n3``, both standbys with hot standby off (inactive), LT = 2 s.
     MIR-7: after each round of two inactive answers the client waits 100, 200, 400, 800 ms, then
     1 s cut to LT (±20 ms); no delay inside a round. MIR-4: it keeps alternating until the login
@@ -63,8 +63,8 @@ def test_both_partners_inactive_get_growing_retry_delays(group: Any, history: Hi
 
 @pytest.mark.rule("MIR-4", "MIR-7")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_pair_mid_failover_retry_delays_until_the_mirror_is_promoted(pair: Any, faults: Any, history: History,
-                                                                    check: Any, make_client: Any) -> None:
+def test_pair_mid_failover_retry_delays_until_the_mirror_is_promoted(pair: Pair, faults: Faults, history: History,
+                                                                     check: Check, make_client: Any) -> None:
     """A pair mid-failover: the principal n1 is killed (its proxy accepts, the dial is refused at
     once) and the mirror n2 still answers "inactive" until it is promoted 0.5 s later.
     ``Server=n1; Failover Partner=n2``, LT = 3 s. MIR-7: the fast rounds before the promotion are
@@ -96,7 +96,7 @@ def test_pair_mid_failover_retry_delays_until_the_mirror_is_promoted(pair: Any, 
 
 @pytest.mark.rule("MIR-4", "MIR-8")
 @pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
-def test_no_login_timeout_keeps_alternating(group: Any, history: History, check: Any, client: Any) -> None:
+def test_no_login_timeout_keeps_alternating(group: Group, history: History, check: Check, client: Any) -> None:
     """MIR-8: ``Connect Timeout=0`` (no login timeout) with two inactive partners (n2, n3): after a
     2 s observation window the open has not failed, its attempts alternate, and both partners were
     tried in the window's second half; then the application aborts it. MIR-4: alternation, and no
@@ -122,7 +122,7 @@ def test_no_login_timeout_keeps_alternating(group: Any, history: History, check:
 
 @pytest.mark.rule("MIR-4", "MIR-7")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_both_partners_refuse_get_growing_retry_delays(pair: Any, faults: Any, history: History, check: Any,
+def test_both_partners_refuse_get_growing_retry_delays(pair: Pair, faults: Faults, history: History, check: Check,
                                                        make_client: Any) -> None:
     """Both partners' proxies refuse connects (``refuse``: ECONNREFUSED at once), LT = 1 s. MIR-7:
     after each round of two refusals the client waits 100, 200, 400 ms, then the 800 ms delay is

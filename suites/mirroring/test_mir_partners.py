@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mir_support import BackgroundOpen, client_address, client_variant, connstring, partner, try_open
 
+from harness import Check, Faults, Group, History, Topology
 from harness.errors import HarnessError
-from harness.history.core import History
 from harness.rules.mirroring import check_mir_9, check_mir_10
+from harness.workload.mirroring import BackgroundOpen, client_address, client_variant, connstring, partner, try_open
 
 LT = 1.0
 GRACE = 1.0
@@ -26,7 +26,7 @@ def _published(history: History, principal: str) -> str | None:
     return str(pubs[-1].get("partner")) if pubs else None
 
 
-def _require_published(topology: Any, history: History, principal: str, mirror: str) -> None:
+def _require_published(topology: Topology, history: History, principal: str, mirror: str) -> None:
     """Harness precondition (OBS-1): ``principal`` is the principal and publishes ``mirror``."""
     host, port = client_address(topology, mirror)
     seen = _published(history, principal)
@@ -44,7 +44,7 @@ def _open_and_close(client: Any, text: str, history: History, label: str) -> Non
 
 @pytest.mark.rule("MIR-9")
 @pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
-def test_failover_partner_cache_follows_role_changes(group: Any, faults: Any, history: History, check: Any,
+def test_failover_partner_cache_follows_role_changes(group: Group, faults: Faults, history: History, check: Check,
                                                      client: Any) -> None:
     """MIR-9 with one client instance and ``Server=A; Failover Partner=B`` (LT = 1 s):
 
@@ -74,7 +74,7 @@ def test_failover_partner_cache_follows_role_changes(group: Any, faults: Any, hi
 
 @pytest.mark.rule("MIR-10")
 @pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
-def test_stale_failover_partner_four_cases(group: Any, faults: Any, history: History, check: Any,
+def test_stale_failover_partner_four_cases(group: Group, faults: Faults, history: History, check: Check,
                                            make_client: Any) -> None:
     """MIR-10: ``Server=A; Failover Partner=B``, first connect of a fresh client (empty cache) in each
     of the four cases (LT = 1 s):

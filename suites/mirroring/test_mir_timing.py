@@ -9,18 +9,18 @@ rounds are those of the 15 s table scaled by 1/15. The exact 15 s table is check
 
 Each timing scenario runs under a machine-stall monitor: a try that violates a timing rule
 while the shared machine demonstrably stalled (a 5 ms sleep woke > 15 ms late) is recorded and run
-again with a fresh client, at most three tries (``mir_support.judge_with_stall_retry``)."""
+again with a fresh client, at most three tries (``harness.workload.mirroring.judge_with_stall_retry``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from mir_support import BackgroundOpen, connstring, judge_with_stall_retry, partner
 
-from harness.history.core import History
+from harness import Check, Faults, History, Pair
 from harness.rules.mirroring import check_mir_1, check_mir_3, check_mir_4, check_mir_5, check_mir_6
 from harness.rules.verdict import Verdict
+from harness.workload.mirroring import BackgroundOpen, connstring, judge_with_stall_retry, partner
 
 LT = 1.0
 TOL = 0.020  # the harness goal; the checkers refuse anything looser than ±0.050 s
@@ -29,7 +29,7 @@ TOL = 0.020  # the harness goal; the checkers refuse anything looser than ±0.05
 GRACE = 1.0
 
 
-def _open_with_both_faulted(pair: Any, faults: Any, history: History, client: Any, how_initial: str,
+def _open_with_both_faulted(pair: Pair, faults: Faults, history: History, client: Any, how_initial: str,
                             how_failover: str, login_timeout: float) -> None:
     text = connstring(pair, "n1", "n2", login_timeout=login_timeout)
     with faults.partition("n1", how=how_initial), faults.partition("n2", how=how_failover):
@@ -40,8 +40,8 @@ def _open_with_both_faulted(pair: Any, faults: Any, history: History, client: An
 
 @pytest.mark.rule("MIR-1", "MIR-4", "MIR-5", "MIR-6")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_black_holed_partners_alternate_on_the_retry_time_schedule(pair: Any, faults: Any, history: History,
-                                                                    check: Any, make_client: Any) -> None:
+def test_black_holed_partners_alternate_on_the_retry_time_schedule(pair: Pair, faults: Faults, history: History,
+                                                                   check: Check, make_client: Any) -> None:
     """Both partners black-holed, LT = 1 s. MIR-1: attempt 1 to the initial partner. MIR-4:
     initial, failover, initial … until the login timeout. MIR-5: attempts held 80, 80, 160, 160,
     240, 240 ms (r × 0.08 × LT ±20 ms). MIR-6: three rounds use 0.96 s; the fourth round is cut to
@@ -63,7 +63,7 @@ def test_black_holed_partners_alternate_on_the_retry_time_schedule(pair: Any, fa
 
 @pytest.mark.rule("MIR-4", "MIR-5", "MIR-6")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_fast_failures_leave_time_for_more_rounds(pair: Any, faults: Any, history: History, check: Any,
+def test_fast_failures_leave_time_for_more_rounds(pair: Pair, faults: Faults, history: History, check: Check,
                                                   make_client: Any) -> None:
     """Initial partner black-holed, failover partner resetting every connection at once (``reset``),
     LT = 1 s. MIR-6: attempts that fail early leave time for further rounds - the initial partner's
@@ -87,8 +87,8 @@ def test_fast_failures_leave_time_for_more_rounds(pair: Any, faults: Any, histor
 
 @pytest.mark.rule("MIR-3")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-def test_no_failover_partner_only_the_initial_partner_is_tried(pair: Any, faults: Any, history: History,
-                                                              check: Any, make_client: Any) -> None:
+def test_no_failover_partner_only_the_initial_partner_is_tried(pair: Pair, faults: Faults, history: History,
+                                                               check: Check, make_client: Any) -> None:
     """MIR-3: ``Server=<principal>`` with no ``Failover Partner``; the principal is black-holed (LT =
     1 s), then, with a fresh client, resetting. The client must never reach the mirror (n2, which it
     was not told about) and must fail by the login timeout (±20 ms), as for an unmirrored database.

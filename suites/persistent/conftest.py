@@ -1,7 +1,7 @@
 """Fixtures of the PER suites (RULEBOOK PER-1..PER-8, DUR-1 through the client under test).
 
 * ``per_client``: the client under test (``--client NAME``; default the reference proxy), started in
-  front of the test's ``pair`` through :func:`harness.clients.persistent.adapters.open_client` and,
+  front of the test's ``pair`` through :func:`harness.clients.persistent.open_client` and,
   when it coordinates, registered on ``faults`` (``faults.coordinate``), so ``faults.switchover()``
   drains it before and resumes it after. Stopped in teardown (before the pair goes down).
 * ``@pytest.mark.windows(drain=S, recovery=S)``: the client's drain window (PER-4) and recovery
@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.clients.persistent.adapters import PersistentClient, open_client
+from harness import Faults, History, Pair
+from harness.clients.persistent import PersistentClient, open_client
 from harness.clients.registry import resolve_client
 from harness.plugin import rule_ids_of
 from harness.workload.oltp import TrackedSession
@@ -46,7 +47,7 @@ def windows(request: pytest.FixtureRequest) -> tuple[float, float]:
 
 
 @pytest.fixture
-def per_client(request: pytest.FixtureRequest, pair: Any, faults: Any, history: Any, client_spec: str | None,
+def per_client(request: pytest.FixtureRequest, pair: Pair, faults: Faults, history: History, client_spec: str | None,
                windows: tuple[float, float]) -> Iterator[PersistentClient]:
     """The PER client under test, started in front of ``pair`` and coordinated with ``faults``."""
     ids = rule_ids_of(request.node)
@@ -74,7 +75,7 @@ def per_client(request: pytest.FixtureRequest, pair: Any, faults: Any, history: 
 
 
 @pytest.fixture
-def session_factory(per_client: PersistentClient, history: Any) -> Iterator[Callable[..., TrackedSession]]:
+def session_factory(per_client: PersistentClient, history: History) -> Iterator[Callable[..., TrackedSession]]:
     """``session_factory(process, **TrackedSession options)``: an application session through the
     client under test (closed at teardown)."""
     made: list[TrackedSession] = []

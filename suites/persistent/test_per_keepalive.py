@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from harness import Check, Faults, History, Pair
+from harness.clients.persistent import PersistentClient
 from harness.errors import HarnessError
 from harness.rules.durability import check_no_acknowledged_write_lost
 from harness.rules.persistent import check_keepalive_on_switchover
@@ -24,7 +26,8 @@ from harness.workload.oltp import OltpConfig, OltpWorkload, TrackedSession
 
 @pytest.mark.rule("PER-1")
 @pytest.mark.topology(mode="sync")
-def test_per1_all_connections_kept_across_one_switchover(pair, faults, history, check, per_client):
+def test_per1_all_connections_kept_across_one_switchover(pair: Pair, faults: Faults, history: History, check: Check,
+                                                         per_client: PersistentClient) -> None:
     """PER-1: 20 OLTP sessions (20 x 10,000 rows) across one switchover: 100 % kept, 0 errors."""
     workload = OltpWorkload(per_client.dsn(), history, OltpConfig(op_timeout=15))
     workload.load(pair.principal.dsn())
@@ -37,7 +40,8 @@ def test_per1_all_connections_kept_across_one_switchover(pair, faults, history, 
 
 @pytest.mark.rule("PER-1")
 @pytest.mark.topology(mode="sync")
-def test_per1_all_connections_kept_across_ten_switchovers(pair, faults, history, check, per_client):
+def test_per1_all_connections_kept_across_ten_switchovers(pair: Pair, faults: Faults, history: History, check: Check,
+                                                          per_client: PersistentClient) -> None:
     """PER-1: 20 OLTP sessions across 10 consecutive switchovers: 100 % kept every time, 0 errors."""
     workload = OltpWorkload(per_client.dsn(), history, OltpConfig(op_timeout=15))
     workload.load(pair.principal.dsn())
@@ -54,7 +58,7 @@ class _Writer:
     a write whose connection broke is ``op.info`` and not judged by DUR-1); it reconnects after a loss
     and records every error instead of stopping on it."""
 
-    def __init__(self, dsn: str, history, process: str, start: int) -> None:
+    def __init__(self, dsn: str, history: History, process: str, start: int) -> None:
         self.session = TrackedSession(dsn, history, process, op_timeout=10)
         self.keys = itertools.count(start)
         self.stop = threading.Event()
@@ -82,7 +86,8 @@ class _Writer:
 
 @pytest.mark.rule("DUR-1")
 @pytest.mark.topology(mode="sync")
-def test_dur1_no_acknowledged_commit_lost_through_the_client(pair, faults, history, check, per_client):
+def test_dur1_no_acknowledged_commit_lost_through_the_client(pair: Pair, faults: Faults, history: History, check: Check,
+                                                             per_client: PersistentClient) -> None:
     """DUR-1: two writers through the PER client under test across three (coordinated) switchovers of
     a synchronous pair; every acknowledged commit is on the principal afterwards (read directly)."""
     ensure_table(pair.dsn())

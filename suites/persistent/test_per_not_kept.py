@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
+from harness import Check, Faults, History, Pair
+from harness.clients.persistent import PersistentClient
 from harness.errors import HarnessError
 from harness.rules.persistent import (
     check_cursor_not_kept,
@@ -22,7 +24,7 @@ from harness.rules.persistent import (
     check_partial_result_not_kept,
     check_temp_tables_not_kept,
 )
-from harness.workload.oltp import TrackedSession
+from harness.workload.oltp import SessionFactory, TrackedSession
 
 
 def _later(delay: float, action: Callable[[], object]) -> threading.Thread:
@@ -47,7 +49,7 @@ def _begin(s: TrackedSession, table: str, key: int) -> None:
         raise HarnessError(f"{s.process}: BEGIN; INSERT failed before any fault ({s.last_error})")
 
 
-def _table(pair, name: str) -> str:
+def _table(pair: Pair, name: str) -> str:
     import psycopg
 
     with psycopg.connect(pair.principal.dsn(), autocommit=True) as conn:
@@ -59,8 +61,10 @@ def _table(pair, name: str) -> str:
 @pytest.mark.rule("PER-4", "PER-7")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.windows(drain=2.0, recovery=3.0)
-def test_per4_transaction_ending_in_drain_window_kept_other_closed(pair, faults, history, check, per_client,
-                                                                   session_factory, windows):
+def test_per4_transaction_ending_in_drain_window_kept_other_closed(pair: Pair, faults: Faults, history: History,
+                                                                   check: Check, per_client: PersistentClient,
+                                                                   session_factory: SessionFactory,
+                                                                   windows: tuple[float, float]) -> None:
     """PER-4: a transaction that commits 0.5 s into a 2 s drain window is kept; one that commits only
     after 3.5 s is closed (PER-7)."""
     drain, _ = windows
@@ -81,8 +85,9 @@ def test_per4_transaction_ending_in_drain_window_kept_other_closed(pair, faults,
 @pytest.mark.rule("PER-7")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
-def test_per7_open_transaction_beyond_window_closed(pair, faults, history, check, per_client, session_factory,
-                                                   windows):
+def test_per7_open_transaction_beyond_window_closed(pair: Pair, faults: Faults, history: History, check: Check,
+                                                    per_client: PersistentClient, session_factory: SessionFactory,
+                                                    windows: tuple[float, float]) -> None:
     """PER-7: ``BEGIN; INSERT ...`` open when the switchover begins and idle in transaction beyond the
     drain window: the session is closed (its COMMIT fails, the connection is gone)."""
     drain, _ = windows
@@ -101,7 +106,8 @@ def test_per7_open_transaction_beyond_window_closed(pair, faults, history, check
 
 @pytest.mark.rule("PER-5")
 @pytest.mark.topology(mode="sync")
-def test_per5_session_with_temp_table_closed(pair, faults, history, check, per_client, session_factory):
+def test_per5_session_with_temp_table_closed(pair: Pair, faults: Faults, history: History, check: Check,
+                                             per_client: PersistentClient, session_factory: SessionFactory) -> None:
     """PER-5: a session holding a temporary table at switchover time is closed."""
     sessions = [session_factory(f"temp-{i}") for i in range(2)]
     for i, s in enumerate(sessions):
@@ -117,7 +123,9 @@ def test_per5_session_with_temp_table_closed(pair, faults, history, check, per_c
 @pytest.mark.rule("PER-6")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
-def test_per6_partial_result_closed(pair, faults, history, check, per_client, session_factory, windows):
+def test_per6_partial_result_closed(pair: Pair, faults: Faults, history: History, check: Check,
+                                    per_client: PersistentClient, session_factory: SessionFactory,
+                                    windows: tuple[float, float]) -> None:
     """PER-6: a large SELECT still being delivered (read slowly, ≈6 s in all) when the switchover fires
     and not finished within the 1 s drain window: the session is closed."""
     s = session_factory("stream-1", op_timeout=30.0)
@@ -153,7 +161,9 @@ def test_per6_partial_result_closed(pair, faults, history, check, per_client, se
 @pytest.mark.rule("PER-8")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
-def test_per8_open_cursor_and_copy_closed(pair, faults, history, check, per_client, session_factory, windows):
+def test_per8_open_cursor_and_copy_closed(pair: Pair, faults: Faults, history: History, check: Check,
+                                          per_client: PersistentClient, session_factory: SessionFactory,
+                                          windows: tuple[float, float]) -> None:
     """PER-8: a session with an open ``DECLARE ... CURSOR WITH HOLD`` and one inside an unfinished
     ``COPY ... FROM STDIN`` (fed slowly beyond the drain window) are both closed."""
     drain, _ = windows

@@ -12,8 +12,10 @@ import time
 
 import pytest
 
+from harness import Check, Faults, History, Pair
+from harness.clients.persistent import PersistentClient
 from harness.rules.persistent import check_keepalive_on_switchover, check_recovery_window, check_session_state_restored
-from harness.workload.oltp import OltpConfig, OltpWorkload, TrackedSession
+from harness.workload.oltp import OltpConfig, OltpWorkload, SessionFactory, TrackedSession
 
 SESSIONS = 3
 
@@ -51,7 +53,8 @@ def _read_all(s: TrackedSession, i: int, phase: str) -> None:
 
 @pytest.mark.rule("PER-2")
 @pytest.mark.topology(mode="sync")
-def test_per2_session_state_survives_switchover(pair, faults, history, check, per_client, session_factory):
+def test_per2_session_state_survives_switchover(pair: Pair, faults: Faults, history: History, check: Check,
+                                                per_client: PersistentClient, session_factory: SessionFactory) -> None:
     """PER-2: every kind of session state set before a switchover reads back unchanged after it."""
     sessions = [session_factory(f"state-{i}") for i in range(SESSIONS)]
     for i, s in enumerate(sessions):
@@ -73,7 +76,9 @@ def test_per2_session_state_survives_switchover(pair, faults, history, check, pe
 @pytest.mark.rule("PER-3")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.windows(drain=1.0, recovery=1.5)
-def test_per3_no_principal_within_window_closes_with_error(pair, faults, history, check, per_client, windows):
+def test_per3_no_principal_within_window_closes_with_error(pair: Pair, faults: Faults, history: History, check: Check,
+                                                           per_client: PersistentClient,
+                                                           windows: tuple[float, float]) -> None:
     """PER-3: the new principal stays unreachable (its client-facing address refuses) for well over
     the recovery window: every session must be closed with an error within the window, not hang."""
     _drain, recovery = windows
@@ -94,7 +99,9 @@ def test_per3_no_principal_within_window_closes_with_error(pair, faults, history
 @pytest.mark.rule("PER-3", "PER-1")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
-def test_per3_principal_back_within_window_sessions_continue(pair, faults, history, check, per_client, windows):
+def test_per3_principal_back_within_window_sessions_continue(pair: Pair, faults: Faults, history: History, check: Check,
+                                                             per_client: PersistentClient,
+                                                             windows: tuple[float, float]) -> None:
     """PER-3: the new principal is unreachable for a while but comes back within the recovery window:
     every session continues on its connection (PER-1: kept)."""
     _drain, recovery = windows

@@ -21,6 +21,7 @@ from harness.clients.mirroring.protocol import (
 )
 from harness.clients.mirroring.psycopg_multihost import PsycopgMultiHostClient, psycopg_multihost
 from harness.clients.mirroring.reference import ReferenceMirroringClient, managed, native
+from harness.clients.registry import register_client
 
 MIRRORING_CLIENTS: dict[str, Callable[..., Any]] = {
     "reference-native": native,
@@ -29,17 +30,9 @@ MIRRORING_CLIENTS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _register() -> None:
-    try:
-        from harness.clients.registry import register_client
-    except ImportError:  # pragma: no cover - registry not present
-        return
-    for name, factory in MIRRORING_CLIENTS.items():
-        register_client("mirroring", name, factory)
-    register_client("mirroring", "reference", native)  # the profile's default (--client omitted)
-
-
-_register()
+for _name, _factory in MIRRORING_CLIENTS.items():
+    register_client("mirroring", _name, _factory)
+register_client("mirroring", "reference", native)  # the profile's default (--client omitted)
 
 __all__ = [
     "MIRRORING_CLIENTS", "AttemptRecord", "ConnectionLostError", "ConnectionOpenError", "MirroringClient",

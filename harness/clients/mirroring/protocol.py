@@ -2,9 +2,9 @@
 
 An adapter is constructed as ``factory(history=None, process=None, **options)`` and offers:
 
-* ``open(spec)`` - ``spec`` is a :class:`~harness.clients.connstring.ConnectionSpec` or a connection
+* ``open(spec)`` - ``spec`` is a :class:`~harness.rules.connstring.ConnectionSpec` or a connection
   string; returns a :class:`MirroringConnection`, or raises :class:`ConnectionOpenError` carrying the
-  attempts the client made (its own view) - or :class:`~harness.clients.connstring.ConnectionStringError`
+  attempts the client made (its own view) - or :class:`~harness.rules.connstring.ConnectionStringError`
   (a ConfigError) for a string it refuses, e.g. without a database (MIR-2).
 * ``abort()`` - from any thread: a pending ``open`` gives up at once (raises ``ConnectionOpenError``
   with ``reason="aborted"``); later opens work again.
@@ -30,17 +30,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from harness.clients.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
+from harness.errors import ConnectionLostError as ConnectionLostError  # re-exported
+from harness.errors import ConnectionOpenError as ConnectionOpenError
+from harness.errors import MirroringClientError as MirroringClientError
+from harness.rules.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
 
 #: Outcomes of one attempt (``attempt.end`` ``outcome``).
 OUTCOMES = ("opened", "refused", "timeout", "reset", "inactive", "error", "aborted")
 #: Outcomes after which a mirroring client tries the other partner (everything but ``error``).
 RETRYABLE = frozenset({"refused", "timeout", "reset", "inactive"})
-
-
-class MirroringClientError(Exception):
-    """Base of the errors a mirroring client raises to the application (not harness errors: an
-    application sees them; a test decides whether they are expected)."""
 
 
 @dataclass(frozen=True)
@@ -60,24 +58,6 @@ class AttemptRecord:
     def duration(self) -> float:
         """Seconds the attempt took."""
         return self.end - self.start
-
-
-class ConnectionOpenError(MirroringClientError):
-    """An open failed. ``reason``: ``timeout`` (login timeout expired), ``error`` (a non-retryable
-    answer, e.g. an unknown database or a bad password), ``refused``/``reset``/``inactive`` (the
-    only partner failed, MIR-3) or ``aborted``; ``attempts``: what the client tried."""
-
-    def __init__(self, message: str, *, reason: str, attempts: Sequence[AttemptRecord] = ()) -> None:
-        self.reason = reason
-        self.attempts: tuple[AttemptRecord, ...] = tuple(attempts)
-        tried = "; ".join(f"#{a.n} {a.target} {a.address} {a.outcome} {a.duration:.3f}s"
-                          for a in self.attempts[-6:])
-        more = f" (last of {len(self.attempts)})" if len(self.attempts) > 6 else ""
-        super().__init__(f"{message} [{reason}; attempts{more}: {tried or 'none'}]")
-
-
-class ConnectionLostError(MirroringClientError):
-    """An established connection broke (MIR-11: the application sees it; no automatic reconnect)."""
 
 
 @runtime_checkable
@@ -211,6 +191,18 @@ def recorded_close(rec: Recorder, conn: Any) -> bool:
     conn.close()
     rec.ok(op, "close")
     return True
+
+
+def close_quietly(connections: Sequence[Any]) -> None:
+    """Close every psycopg connection of a client that shuts down (MIR-13: further opens are refused
+    by the caller); a connection that is already broken is simply dropped."""
+    import psycopg
+
+    for conn in connections:
+        try:
+            conn.close()
+        except psycopg.Error:
+            pass
 
 
 def parse_recorded(rec: Recorder, spec: ConnectionSpec | str) -> tuple[ConnectionSpec, str | None]:

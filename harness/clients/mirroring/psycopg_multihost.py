@@ -27,15 +27,16 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from harness.clients.connstring import ConnectionSpec
 from harness.clients.mirroring.protocol import (
     ConnectionOpenError,
     Recorder,
+    close_quietly,
     parse_recorded,
     recorded_close,
     recorded_execute,
     spec_value,
 )
+from harness.rules.connstring import ConnectionSpec
 
 MIN_CONNECT_TIMEOUT = 2
 
@@ -134,11 +135,7 @@ class PsycopgMultiHostClient:
         self._closed = True
         with self._lock:
             conns = list(self._connections)
-        for c in conns:
-            try:
-                c.close()
-            except psycopg.Error:
-                pass
+        close_quietly(conns)
 
     def _forget(self, conn: MultiHostConnection) -> None:
         with self._lock:

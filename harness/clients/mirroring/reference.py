@@ -56,13 +56,13 @@ import psycopg
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
 
-from harness.clients.connstring import Address, ConnectionSpec, ConnectionStringError
 from harness.clients.mirroring.protocol import (
     RETRYABLE,
     AttemptRecord,
     ConnectionLostError,
     ConnectionOpenError,
     Recorder,
+    close_quietly,
     first_line,
     parse_recorded,
     recorded_close,
@@ -70,6 +70,7 @@ from harness.clients.mirroring.protocol import (
     spec_value,
 )
 from harness.errors import ConfigError
+from harness.rules.connstring import Address, ConnectionSpec, ConnectionStringError
 
 RETRY_FRACTION = 0.08
 DEFAULT_DELAYS: tuple[float, ...] = (0.1, 0.2, 0.4, 0.8, 1.0)
@@ -251,11 +252,7 @@ class ReferenceMirroringClient:
         self.abort()
         with self._lock:
             conns = list(self._connections)
-        for c in conns:
-            try:
-                c.close()
-            except psycopg.Error:
-                pass
+        close_quietly(conns)
 
     def close(self) -> None:
         """:meth:`shutdown`, then release the abort pipe."""
@@ -517,7 +514,7 @@ def _parse_partner(value: str) -> Address:
     if text.count(":") == 1 and "," not in text:
         host, _, port = text.partition(":")
         text = f"{host},{port}"
-    from harness.clients.connstring import parse_address
+    from harness.rules.connstring import parse_address
 
     return parse_address(text, what=PARTNER_SETTING)
 

@@ -38,7 +38,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness.errors import ConfigError
+from harness.errors import ConnectionStringError
 
 DEFAULT_PORT = 5432
 DEFAULT_LOGIN_TIMEOUT = 15.0
@@ -67,11 +67,6 @@ for _name, _keys in (
 _TCP_NETWORK_VALUES = ("dbmssocn", "tcp", "tcp/ip")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _V6_RE = re.compile(r"[0-9A-Fa-f:.]+")
-
-
-class ConnectionStringError(ConfigError):
-    """A connection string the mirroring client refuses; the message names the problem and the fix
-    (MIR-2 for a missing database)."""
 
 
 @dataclass(frozen=True)

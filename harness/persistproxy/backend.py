@@ -8,23 +8,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import struct
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from harness.errors import BackendError as BackendError  # re-exported
 
 from . import protocol as pq
 from .scram import MECHANISM, ScramClient
 
+#: ``(host, port)`` (the proxy has its own alias: it depends on nothing of the harness but its errors).
 Address = tuple[str, int]
-Resolver = Callable[[], Awaitable[Address]]
-
-
-class BackendError(Exception):
-    """The principal could not be reached or refused the proxy's login / replay."""
-
-    def __init__(self, message: str, code: str = "08006") -> None:
-        super().__init__(message)
-        self.code = code
-
 
 @dataclass
 class BackConn:

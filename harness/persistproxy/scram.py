@@ -10,6 +10,8 @@ import hashlib
 import hmac
 import secrets
 
+from harness.errors import ScramError as ScramError  # re-exported
+
 MECHANISM = "SCRAM-SHA-256"
 DEFAULT_ITERATIONS = 4096
 
@@ -33,10 +35,6 @@ def _attrs(message: str) -> dict[str, str]:
 def salted_password(password: str, salt: bytes, iterations: int) -> bytes:
     """``Hi(password, salt, i)`` of RFC 5802 (PBKDF2-HMAC-SHA-256)."""
     return hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
-
-
-class ScramError(Exception):
-    """A SCRAM exchange failed (bad proof, bad nonce, malformed message)."""
 
 
 class ScramClient:

@@ -1,19 +1,6 @@
-"""Clients under test of the PER profile behind one uniform interface (RULEBOOK PER-1..PER-8):
-
-* ``reference`` - the harness's own persistent-connection proxy (:class:`ReferenceClient`);
-* ``pgbouncer-session`` / ``pgbouncer-transaction`` - real PgBouncer 1.18 (Debian) in session or
-  transaction pooling, coordinated with ``PAUSE`` / re-point ``[databases]`` + ``RELOAD`` / ``RESUME``
-  on its admin console (:class:`PgBouncerClient`);
-* ``direct`` - plain psycopg straight to the principal's client-facing address: no proxy, every
-  connection is lost at a switchover (:class:`DirectClient`, the baseline).
-
-Each is a :class:`PersistentClient`: ``start()`` in front of a pair, ``dsn()`` for application
-sessions, ``before_switchover()`` / ``after_switchover(address)`` when ``coordinates`` (register it
-with ``faults.coordinate(client)``), ``stop()``. Factories take the same keywords
-(``pair``, ``history``, ``drain_window``, ``recovery_window``); :func:`open_client` turns whatever
-``client_factory`` the suites got (including the colleague's raw ``reference`` factory or an
-import path) into a started :class:`PersistentClient`.
-"""
+"""``pgbouncer-session`` / ``pgbouncer-transaction``: real PgBouncer 1.18 (Debian) in session or
+transaction pooling as PER-profile clients, coordinated with ``PAUSE`` / re-point ``[databases]`` +
+``RELOAD`` / ``RESUME`` on its admin console (PER-1..PER-8 judged as for any client)."""
 
 from __future__ import annotations
 
@@ -26,188 +13,19 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import psycopg
 
-from harness.errors import ConfigError, HarnessError, MissingDependencyError
+from harness.clients.persistent.protocol import Address, ClientBase
+from harness.errors import ClientStartError, ConfigError, HarnessError, MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.topology import postgres as pg
 from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
 
-Address = tuple[str, int]
 PGBOUNCER_BIN = os.environ.get("FAILOVER_HARNESS_PGBOUNCER") or shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
-
-class ClientStartError(HarnessError):
-    """A client under test could not be started (a harness problem, never a rule verdict)."""
-
-
-@runtime_checkable
-class PersistentClient(Protocol):
-    """What the PER suites need from a client under test (uniform over every adapter)."""
-
-    name: str
-    coordinates: bool
-
-    def start(self) -> Address:
-        """Start in front of the pair; returns the address application sessions connect to."""
-
-    def dsn(self, dbname: str = ..., **params: Any) -> str:
-        """libpq connection string for one application session through this client."""
-
-    def before_switchover(self) -> Any:
-        """Drain before a planned switchover (only called when ``coordinates``)."""
-
-    def after_switchover(self, new_principal_address: Address) -> Any:
-        """Re-point and resume after a planned switchover (only called when ``coordinates``)."""
-
-    def stop(self) -> None:
-        """Stop, releasing every process, port and file."""
-
-
-class _Base:
-    """Shared plumbing: context manager, dsn built from ``address``, ``describe``."""
-
-    name = "client"
-    coordinates = True
-
-    def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
-                 recovery_window: float = 60.0, user: str = pg.APP_USER, password: str = pg.APP_PASSWORD) -> None:
-        if pair is None:
-            raise ConfigError(f"client {self.name} needs pair= (the topology it fronts)")
-        if drain_window <= 0 or recovery_window <= 0:
-            raise ConfigError("drain_window and recovery_window must be > 0 seconds")
-        self.pair = pair
-        self.history = history
-        self.drain_window = float(drain_window)
-        self.recovery_window = float(recovery_window)
-        self.user = user
-        self.password = password
-        self.address: Address | None = None
-
-    def _emit(self, type_: str, **fields: Any) -> None:
-        if self.history is not None:
-            self.history.record(type_, client=self.name, **fields)
-
-    def dsn(self, dbname: str = pg.APP_DATABASE, **params: Any) -> str:
-        """libpq connection string for an application session through this client."""
-        if self.address is None:
-            raise ConfigError(f"client {self.name} is not started: call start() first")
-        host, port = self.address
-        extra = "".join(f" {k}={v}" for k, v in params.items())
-        return f"host={host} port={port} dbname={dbname} user={self.user} password={self.password}{extra}"
-
-    def describe(self) -> dict[str, Any]:
-        """Name, address and windows (recorded in history meta by the suites)."""
-        addr = f"{self.address[0]}:{self.address[1]}" if self.address else None
-        return {"client": self.name, "address": addr, "coordinates": self.coordinates,
-                "drain_window": self.drain_window, "recovery_window": self.recovery_window}
-
-    def __enter__(self) -> Any:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> Address:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def stop(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-# ------------------------------------------------------------------------------------ direct
-
-
-class DirectClient(_Base):
-    """Baseline (PER-1..8 expected violated where a proxy matters): sessions connect straight to the
-    current principal's client-facing address; nothing coordinates, nothing is kept."""
-
-    name = "direct"
-    coordinates = False
-
-    def start(self) -> Address:
-        """Nothing to start: the address is the principal's at start time (fixed afterwards, as an
-        application configured with one host would be)."""
-        self.address = tuple(self.pair.principal.client_address)  # type: ignore[assignment]
-        self._emit("client.start", address=f"{self.address[0]}:{self.address[1]}")
-        return self.address  # type: ignore[return-value]
-
-    def dsn(self, dbname: str = pg.APP_DATABASE, **params: Any) -> str:
-        """A multi-host string over every node (``target_session_attrs=read-write``) so that a
-        session that reconnects finds the new principal - the connection itself is never kept."""
-        if self.address is None:
-            raise ConfigError("client direct is not started: call start() first")
-        return self.pair.dsn(dbname=dbname, user=self.user, password=self.password, **params)
-
-    def before_switchover(self) -> Any:
-        """Not coordinated (never called by the suites)."""
-        return None
-
-    def after_switchover(self, new_principal_address: Address) -> Any:
-        """Not coordinated."""
-        return None
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-        if self.address is not None:
-            self._emit("client.stop")
-        self.address = None
-
-
-# --------------------------------------------------------------------------------- reference
-
-
-class ReferenceClient(_Base):
-    """The reference persistent-connection proxy (:class:`ThreadedPersistentProxy`, PER-1..8) in
-    front of the pair, reaching the principal through its client-facing (fault-proxied) address;
-    ``before_switchover`` = ``drain()``, ``after_switchover(address)`` = ``resume(address)``."""
-
-    name = "reference"
-
-    def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
-                 recovery_window: float = 60.0, **options: Any) -> None:
-        super().__init__(pair, history, drain_window, recovery_window)
-        from harness.clients.persistent import ProxyConfig, ThreadedPersistentProxy
-
-        self.config = ProxyConfig(user=self.user, password=self.password,
-                                  resolver=lambda: self.pair.principal.client_address,
-                                  on_event=history.record if history is not None else None,
-                                  drain_window=self.drain_window, recovery_window=self.recovery_window,
-                                  **options)
-        self.proxy = ThreadedPersistentProxy(self.config)
-
-    def start(self) -> Address:
-        """Start the proxy thread and listener."""
-        self.address = self.proxy.start()
-        self._emit("client.start", address=f"{self.address[0]}:{self.address[1]}")
-        return self.address
-
-    def before_switchover(self) -> Any:
-        """PER-4: drain (hold new work, wait up to the drain window, keep or close each session)."""
-        return self.proxy.drain()
-
-    def after_switchover(self, new_principal_address: Address) -> Any:
-        """PER-1/2/3: reconnect kept sessions to the new principal, replay state, release them."""
-        return self.proxy.resume(tuple(new_principal_address))
-
-    def status(self) -> dict[str, Any]:
-        """The proxy's status (sessions, counters)."""
-        return self.proxy.status()
-
-    def stop(self) -> None:
-        """Stop the proxy (closes every session)."""
-        if self.address is not None:
-            self.proxy.stop()
-            self._emit("client.stop")
-        self.address = None
-
-
-# --------------------------------------------------------------------------------- pgbouncer
 
 _INI = """[databases]
 {databases}
@@ -243,7 +61,7 @@ def pgbouncer_version() -> str:
     return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
-class PgBouncerClient(_Base):
+class PgBouncerClient(ClientBase):
     """Real PgBouncer 1.18 (session or transaction pooling) as a PER-profile client: run in the
     foreground as the unprivileged database user from its own ini in a folder of the pair's run
     directory (so the run's teardown kills it even if this object is lost). Coordinated switchover:
@@ -321,19 +139,12 @@ class PgBouncerClient(_Base):
         return self.address
 
     def _register_pid(self, remove: bool = False) -> None:
-        """Record the PID in the pair's run state so ``down``/the reaper stop it too (``remove``: forget it)."""
-        path = getattr(self.pair, "path", None)
-        if not path or self.pid is None or not (Path(path) / "state.json").exists():
+        """Make the PID part of the pair's run so ``down``/the reaper stop it too (``remove``: forget it)."""
+        register = getattr(self.pair, "register_process", None)
+        if self.pid is None or register is None or not getattr(self.pair, "run_id", None):
             return
-        from harness.topology.run import load_state, locked, save_state
-
-        with contextlib.suppress(OSError, ValueError, HarnessError), locked(Path(path)):
-            state = load_state(Path(path))
-            procs = [p for p in state.get("processes", []) if p.get("pid") != self.pid]
-            if not remove:
-                procs.append({"name": self.name, "pid": self.pid, "pgid": self.pid})
-            state["processes"] = procs
-            save_state(Path(path), state)
+        with contextlib.suppress(OSError, HarnessError):
+            register(self.name, self.pid, remove=remove)
 
     def _log_tail(self) -> str:
         if self.dir is None:
@@ -466,15 +277,6 @@ class PgBouncerClient(_Base):
                 "query_wait_timeout": max(1, round(self.recovery_window))}
 
 
-# -------------------------------------------------------------------------------- factories
-
-
-def reference_client(*, pair: Any, history: Any = None, drain_window: float = 60.0,
-                     recovery_window: float = 60.0, **options: Any) -> ReferenceClient:
-    """The reference proxy as a :class:`PersistentClient` (PER-1..PER-8)."""
-    return ReferenceClient(pair, history, drain_window, recovery_window, **options)
-
-
 def pgbouncer_session(*, pair: Any, history: Any = None, drain_window: float = 60.0,
                       recovery_window: float = 60.0, **options: Any) -> PgBouncerClient:
     """PgBouncer 1.18, ``pool_mode=session`` (PER-1..PER-8 judged as for any client)."""
@@ -486,49 +288,3 @@ def pgbouncer_transaction(*, pair: Any, history: Any = None, drain_window: float
     """PgBouncer 1.18, ``pool_mode=transaction`` (PER-1..PER-8 judged as for any client)."""
     return PgBouncerClient(pair, history, drain_window, recovery_window, pool_mode="transaction", **options)
 
-
-def direct(*, pair: Any, history: Any = None, drain_window: float = 60.0, recovery_window: float = 60.0,
-           **options: Any) -> DirectClient:
-    """Direct psycopg, no proxy: the baseline of the PER profile (PER-1 expected violated)."""
-    return DirectClient(pair, history, drain_window, recovery_window, **options)
-
-
-def open_client(factory: Callable[..., Any], *, pair: Any, history: Any = None, drain_window: float = 60.0,
-                recovery_window: float = 60.0, **options: Any) -> PersistentClient:
-    """Build and start the client under test from the suites' ``client_factory`` (PER-1..PER-8): the
-    raw ``persistent/reference`` factory is wrapped in :class:`ReferenceClient`; any other factory is
-    called with ``pair``, ``history``, ``drain_window``, ``recovery_window`` and must return a
-    :class:`PersistentClient` (else a ConfigError naming what is missing)."""
-    from harness.clients import persistent
-
-    if factory is persistent.reference:
-        client: Any = ReferenceClient(pair, history, drain_window, recovery_window, **options)
-    else:
-        client = factory(pair=pair, history=history, drain_window=drain_window, recovery_window=recovery_window,
-                         **options)
-        from harness.clients.persistent.threaded import ThreadedPersistentProxy
-
-        if isinstance(client, ThreadedPersistentProxy):
-            raise ConfigError("this factory returns a bare ThreadedPersistentProxy; register "
-                              "harness.clients.persistent.adapters.reference_client instead")
-    if not isinstance(client, PersistentClient):
-        raise ConfigError(f"client factory {getattr(factory, '__qualname__', factory)!r} returned "
-                          f"{type(client).__name__}, which lacks the PersistentClient methods (name, coordinates, "
-                          "start, dsn, before_switchover, after_switchover, stop)")
-    client.start()
-    return client
-
-
-CLIENTS: dict[str, Callable[..., Any]] = {
-    "pgbouncer-session": pgbouncer_session,
-    "pgbouncer-transaction": pgbouncer_transaction,
-    "direct": direct,
-}
-
-
-def register() -> None:
-    """Register ``pgbouncer-session``, ``pgbouncer-transaction`` and ``direct`` (profile persistent)."""
-    from harness.clients.registry import register_client
-
-    for name, factory in CLIENTS.items():
-        register_client("persistent", name, factory)

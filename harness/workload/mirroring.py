@@ -1,4 +1,5 @@
-"""Shared helpers of the mirroring suites (RULEBOOK MIR-1…13).
+"""The MIR profile's workload (RULEBOOK MIR-1…13): what the mirroring suites drive the client under
+test with, and how they record its outcomes.
 
 * :func:`connstring` builds the SQL Server-style connection string the client under test gets:
   ``Server=`` / ``Failover Partner=`` are the nodes' **client-facing fault-proxy addresses** in
@@ -28,9 +29,7 @@ from typing import Any
 
 import psycopg
 
-from harness.clients.connstring import ConnectionStringError
-from harness.clients.mirroring.protocol import MirroringClientError
-from harness.errors import HarnessError
+from harness.errors import ConnectionStringError, HarnessError, MirroringClientError
 from harness.history.core import Event, History
 
 #: Exceptions a client under test may raise to the application from ``open``/``execute``: they are
@@ -51,7 +50,7 @@ def client_address(topology: Any, node: str) -> tuple[str, int]:
 def partner(topology: Any, node: str) -> list[str]:
     """Checker names of ``node`` as a partner: its fault-proxy name and listen ``host:port``."""
     host, port = client_address(topology, node)
-    return [topology.links.proxy_name(node), f"{host}:{port}"]
+    return [topology.links.client_proxy(node), f"{host}:{port}"]
 
 
 def server_value(topology: Any, node: str) -> str:

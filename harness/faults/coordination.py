@@ -30,14 +30,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, CoordinationError
+from harness.ports import Address
 
-Address = tuple[str, int]
 Recorder = Callable[..., Any]
-
-
-class CoordinationError(HarnessError):
-    """A coordinating client's ``before_switchover`` / ``after_switchover`` hook failed."""
 
 
 @runtime_checkable
@@ -59,7 +55,7 @@ def check_coordinator(client: Any) -> SwitchoverCoordinator:
     if not isinstance(client, SwitchoverCoordinator):
         raise ConfigError(f"{type(client).__name__} cannot coordinate switchovers: it needs the methods "
                           "before_switchover() and after_switchover(new_principal_address) "
-                          "(harness.clients.coordination.SwitchoverCoordinator)")
+                          "(harness.faults.coordination.SwitchoverCoordinator)")
     return client
 
 

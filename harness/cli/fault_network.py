@@ -8,12 +8,12 @@ import time
 
 from harness.errors import ConfigError
 from harness.faults.vocabulary import Faults
-from harness.topology.local import LocalTopology, OperationResult
+from harness.topology import OperationResult, Topology
 
 NETWORK_ACTIONS = ("partition", "latency", "heal")
 
 
-def apply_network_fault(topo: LocalTopology, args: argparse.Namespace) -> OperationResult:
+def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationResult:
     """Apply a persistent network fault to a run, or heal every fault."""
     faults = Faults(topo)
     action = args.action

@@ -1,0 +1,133 @@
+"""The harness's pytest options and their value (:class:`HarnessOptions`), the per-test report
+keeping that teardown fixtures read (``--keep-on-failure``), and small helpers other plugin parts
+share (:func:`rule_ids_of`, :func:`add_environment`, :func:`test_failed`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.rules.verdict import Verdict
+from harness.topology.backend import BACKENDS, engine_names
+
+
+@dataclass(frozen=True)
+class HarnessOptions:
+    """The harness's command-line options as one value (fixture ``harness_options``)."""
+
+    backend: str
+    engine: str
+    client: str | None
+    keep_on_failure: bool
+    history_dir: Path
+    alluredir: Path | None
+    worker: str  # pytest-xdist worker id ("gw0", ...) or "main"
+
+
+OPTIONS_KEY = pytest.StashKey[HarnessOptions]()
+ENV_KEY = pytest.StashKey[dict[str, Any]]()
+REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
+ATTACH_KEY = pytest.StashKey[tuple[bytes, str | None]]()
+ENV_FRAGMENT = ".failover-harness-env-{worker}.json"
+
+
+# ------------------------------------------------------------------------------ options and markers
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The harness options (group ``failover-harness``)."""
+    group = parser.getgroup("failover-harness", "failover-harness: database failover checks")
+    group.addoption("--backend", choices=list(BACKENDS), default="local",
+                    help="where database nodes run: local processes (default); compose is planned")
+    group.addoption("--client", default=None, metavar="NAME",
+                    help="client under test: a registered name (PROFILE/NAME when ambiguous) or an "
+                    "import path module:attr; default: the reference client of each profile")
+    group.addoption("--engine", choices=engine_names(), default="postgres",
+                    help="database engine of the pairs (default postgres; mariadb is planned)")
+    group.addoption("--keep-on-failure", action="store_true", default=False,
+                    help="leave a failed test's nodes and run directory in place for inspection "
+                    "(clean later with `failover-harness down --all`)")
+    group.addoption("--history-dir", default=None, metavar="DIR",
+                    help="where each test's history (JSON lines) and timeline (SVG) are saved "
+                    "(default: $FAILOVER_HARNESS_REPORTS/histories or <rootdir>/reports/histories)")
+
+
+def _history_dir(config: pytest.Config) -> Path:
+    option = config.getoption("history_dir")
+    if option:
+        return Path(option).resolve()
+    env = os.environ.get("FAILOVER_HARNESS_REPORTS")
+    if env:
+        return Path(env) / "histories"
+    return config.rootpath / "reports" / "histories"
+
+
+def configure_options(config: pytest.Config) -> HarnessOptions:
+    """Build the run's :class:`HarnessOptions` (stashed on the config) and register the markers."""
+    config.addinivalue_line("markers", "rule(*ids): the RULEBOOK rule IDs a suite test checks")
+    config.addinivalue_line("markers", "slow: long-running test (still part of make chaos)")
+    alluredir = getattr(config.option, "allure_report_dir", None)
+    workerinput = getattr(config, "workerinput", None)
+    options = HarnessOptions(
+        backend=config.getoption("backend"), engine=config.getoption("engine"),
+        client=config.getoption("client"), keep_on_failure=config.getoption("keep_on_failure"),
+        history_dir=_history_dir(config), alluredir=Path(alluredir).resolve() if alluredir else None,
+        worker=workerinput["workerid"] if workerinput else "main")
+    config.stash[OPTIONS_KEY] = options
+    config.stash[ENV_KEY] = {}
+    return options
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """One header line naming backend, engine and client."""
+    opts = config.stash[OPTIONS_KEY]
+    return (f"failover-harness: backend={opts.backend} engine={opts.engine} "
+            f"client={opts.client or '(reference)'} histories={opts.history_dir}")
+
+
+def add_environment(config: pytest.Config, **values: Any) -> None:
+    """Add ``environment.properties`` entries learnt at run time (e.g. the topology fixtures'
+    ``engine.version="PostgreSQL 15.10"``). Works on xdist workers too (merged by the controller)."""
+    config.stash[ENV_KEY].update({k.replace("__", "."): v for k, v in values.items()})
+
+
+def rule_ids_of(item: pytest.Item) -> list[str]:
+    """The rule IDs cited by ``@pytest.mark.rule(...)`` on a test (all markers, in order, unique)."""
+    ids: list[str] = []
+    for mark in item.iter_markers("rule"):
+        for rid in mark.args:
+            if rid not in ids:
+                ids.append(str(rid))
+    return ids
+
+
+def test_failed(request: pytest.FixtureRequest) -> bool:
+    """True when the requesting test's setup or call failed - for teardown fixtures honouring
+    ``--keep-on-failure`` (the ``pair``/``group`` fixtures use it)."""
+    reports = request.node.stash.get(REPORTS_KEY, {})
+    return any(rep.failed for rep in reports.values())
+
+
+test_failed.__test__ = False  # type: ignore[attr-defined]  # not a test despite its name
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the item so fixtures can tell a failed test at teardown."""
+    report = yield
+    item.stash.setdefault(REPORTS_KEY, {})[report.when] = report
+    return report
+
+
+@pytest.fixture(scope="session")
+def harness_options(pytestconfig: pytest.Config) -> HarnessOptions:
+    """The harness options of this run (backend, engine, client, keep_on_failure, history_dir,
+    alluredir, worker)."""
+    return pytestconfig.stash[OPTIONS_KEY]
+
+

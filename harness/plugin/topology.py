@@ -1,0 +1,117 @@
+"""Topology and fault fixtures.
+
+* ``pair``: a started principal + mirror pair behind the fault proxy, its events recorded in the
+  test's ``history``. Configure it with ``@pytest.mark.topology(mode="sync", mirror_readable=False)``.
+* ``group``: one principal and N-1 standbys (``@pytest.mark.topology(nodes=3)``).
+* ``faults``: the fault vocabulary (:class:`harness.faults.Faults`) for the test's pair or group.
+
+They are built by the backend and engine chosen with ``--backend`` / ``--engine`` (checked once at
+start-up, see :func:`check_backend`). ``--keep-on-failure`` leaves a failed test's servers running
+(detached from the test run) and prints how to reach them; ``failover-harness down --all`` cleans
+them later."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from harness.errors import ConfigError, HarnessError
+from harness.faults import Faults
+from harness.history.core import History
+from harness.plugin.options import OPTIONS_KEY, add_environment, test_failed
+from harness.topology import Group, Pair, Topology, get_backend, get_engine
+
+TOPOLOGY_OPTIONS = ("mode", "mirror_readable", "nodes", "links")
+
+
+def check_backend(config: pytest.Config) -> None:
+    """Refuse, in one line and before any test, a ``--backend`` / ``--engine`` that cannot run here
+    (never a silent fallback to another backend)."""
+    opts = config.stash[OPTIONS_KEY]
+    try:
+        get_backend(opts.backend).check(get_engine(opts.engine))
+    except HarnessError as exc:
+        raise pytest.UsageError(f"failover-harness: {exc}") from None
+
+
+def _topology_kwargs(request: pytest.FixtureRequest, default_nodes: int) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"nodes": default_nodes}
+    for mark in reversed(list(request.node.iter_markers("topology"))):
+        unknown = set(mark.kwargs) - set(TOPOLOGY_OPTIONS)
+        if unknown or mark.args:
+            raise ConfigError(f"@pytest.mark.topology takes only {', '.join(TOPOLOGY_OPTIONS)} as keywords; "
+                              f"got {sorted(unknown) or mark.args}")
+        kwargs.update(mark.kwargs)
+    return kwargs
+
+
+def _environment(config: pytest.Config, topo: Topology) -> None:
+    desc = topo.describe()
+    proxy = desc.get("fault_proxy", {})
+    add_environment(config, backend=config.stash[OPTIONS_KEY].backend,
+                    engine=f"{topo.engine.label} {desc.get('version', '?')}",
+                    fault_proxy=proxy.get("description") or proxy.get("kind", "direct"),
+                    fault_proxy__kind=proxy.get("proxy_kind") or proxy.get("kind", "direct"),
+                    fault_proxy__version=proxy.get("version") or "-")
+
+
+@pytest.fixture
+def _topology_factory(request: pytest.FixtureRequest, history: History) -> Iterator[Callable[[int], Topology]]:
+    opts = request.config.stash[OPTIONS_KEY]
+    started: list[Topology] = []
+
+    def make(default_nodes: int) -> Topology:
+        backend, engine = get_backend(opts.backend), get_engine(opts.engine)
+        kwargs = _topology_kwargs(request, default_nodes)
+        topo = backend.build(engine, kwargs.pop("nodes"), history=history, **kwargs)
+        topo.up()
+        started.append(topo)  # the topology forwards the fault proxy's connection events to history
+        history.meta.setdefault("topology", topo.describe())
+        _environment(request.config, topo)
+        return topo
+
+    yield make
+    keep = opts.keep_on_failure and test_failed(request)
+    for topo in started:
+        if keep:
+            _keep(topo)
+        else:
+            topo.down()
+
+
+def _keep(topo: Topology) -> None:
+    """Leave a failed test's servers up (the run is marked detached; its reaper leaves it alone)."""
+    topo.keep()
+    lines = [f"[failover-harness] --keep-on-failure: run {topo.run_id} left up in {topo.path}"]
+    for node in topo.nodes:
+        lines.append(f"    {node.name} {node.role:9} {node.dsn(direct=True)}")
+    lines.append(f"    (servers only: the fault proxies ended with the test; clean up: failover-harness down --run "
+                 f"{topo.run_id})")
+    print("\n".join(lines), file=sys.stderr)
+
+
+@pytest.fixture
+def pair(_topology_factory: Callable[[int], Topology]) -> Pair:
+    """A started principal + mirror pair behind the fault proxy (``@pytest.mark.topology`` sets
+    mode, mirror_readable, links)."""
+    topo = _topology_factory(2)
+    assert isinstance(topo, Pair)
+    return topo
+
+
+@pytest.fixture
+def group(_topology_factory: Callable[[int], Topology]) -> Group:
+    """A started group: one principal and N-1 standbys (default N = 3)."""
+    topo = _topology_factory(3)
+    assert isinstance(topo, Group)
+    return topo
+
+
+@pytest.fixture
+def faults(request: pytest.FixtureRequest, history: History) -> Faults:
+    """The fault vocabulary for the test's ``group`` if it uses one, else its ``pair``."""
+    name = "group" if "group" in request.fixturenames else "pair"
+    return Faults(request.getfixturevalue(name), history)

@@ -1,0 +1,89 @@
+"""The *engine* seam: what a backend needs from a database engine to run one node of a topology
+(prepare a data directory, configure, start, stop, promote, rewind, connect as admin).
+
+PostgreSQL 15 is the engine today (:class:`harness.topology.postgres.PostgresEngine`); MariaDB is
+planned. :func:`harness.topology.backend.get_engine` turns ``--engine NAME`` into an engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from harness.topology.process import RunAs
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The unprivileged test login every node of a topology accepts (clients under test use it)."""
+
+    user: str
+    password: str
+    database: str
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """What a node's configuration must say, whatever the engine."""
+
+    port: int
+    socket_dir: Path
+    application_name: str
+    standby_of: tuple[str, int] | None  # the replication address to follow; None on a principal
+    hot_standby: bool  # a standby accepts read-only logins (False: rejects them, like a mirror)
+    synchronous: bool  # commits wait for a standby (DUR-1)
+    partner: str  # the principal's current mirror, client-facing host:port (MIR-9)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One database engine as the local backend drives it, node by node."""
+
+    name: str  # the --engine value
+    label: str  # for reports ("PostgreSQL")
+    credentials: Credentials
+
+    def server_version(self) -> str:
+        """The server's version string (MissingDependencyError with the install command if absent)."""
+
+    def template_dir(self, run_as: RunAs) -> Path:
+        """A cached, initialised data directory to copy nodes from."""
+
+    def copy_template(self, template: Path, *dests: Path) -> None:
+        """Copy the template into each new node's data directory."""
+
+    def config_text(self, config: NodeConfig) -> str:
+        """The node's configuration file."""
+
+    def make_primary(self, datadir: Path) -> None:
+        """Prepare a stopped data directory to start as the principal."""
+
+    def make_standby(self, datadir: Path, run_as: RunAs) -> None:
+        """Prepare a stopped data directory to start as a standby."""
+
+    def start_server(self, datadir: Path, conf: Path, log: Path, run_as: RunAs, cwd: Path) -> int:
+        """Start the server; returns its PID (also its process group)."""
+
+    def wait_ready(self, datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:
+        """Wait until the server accepts connections (NodeStartError with its log otherwise)."""
+
+    def wait_writable(self, socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
+        """Wait until the server accepts writes (a promoted principal)."""
+
+    def stop_server(self, pid: int, mode: str) -> None:
+        """Stop the server: ``fast``, ``immediate`` or ``smart``."""
+
+    def promote(self, datadir: Path, pid: int, run_as: RunAs) -> None:
+        """Promote a running standby to principal."""
+
+    def admin_connect(self, socket_dir: Path, port: int) -> Any:
+        """A superuser connection over the local socket (harness use; bypasses every proxy)."""
+
+    def rewind(self, datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> str:
+        """Make a stopped former principal follow the source's timeline (TopologyError if it cannot)."""
+
+    def reclone(self, datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> None:
+        """Replace a data directory by a fresh copy of the source."""
+
+    def log_tail(self, log: Path, lines: int = 15) -> str:
+        """The last lines of a server log (for error messages)."""

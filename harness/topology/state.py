@@ -1,0 +1,120 @@
+"""The typed state of one run (``<run dir>/state.json``): the topology's nodes with their roles,
+states, PIDs and ports, the fault-proxy wiring, and every extra process the run owns.
+
+Only :mod:`harness.topology` reads or writes it; every other layer asks the topology (``Node``,
+``Topology.describe()``, ``Links``) instead. The JSON form is stable: a run started by one version of
+the CLI can be driven (``fault --run``) and torn down (``down``) by another process."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.errors import ConfigError, UnknownNodeError
+
+PRINCIPAL, MIRROR, STANDBY = "principal", "mirror", "standby"
+RUNNING, STOPPED, KILLED, PAUSED = "running", "stopped", "killed", "paused"
+
+
+@dataclass
+class NodeState:
+    """One database node: its name, role (principal / mirror / standby), process state and addresses."""
+
+    name: str
+    role: str
+    state: str = STOPPED
+    pid: int | None = None
+    port: int = 0
+    client_host: str = "127.0.0.1"
+    client_port: int = 0
+    datadir: str = ""
+    needs_rewind: bool = False
+    exposed: bool = False  # a sync principal running without a mirror (commits go on, DUR-1 exposed)
+    paused_scope: str | None = None
+
+
+@dataclass
+class ProxyNames:
+    """The two fault proxies of a node: clients -> the node, and the node (as a standby) -> the principal."""
+
+    client: str
+    client_listen: str
+    replication: str
+    replication_listen: str
+
+
+@dataclass
+class LinksState:
+    """How clients and standbys reach the nodes: ``direct`` or through a Toxiproxy(-compatible) server."""
+
+    kind: str = "direct"
+    url: str | None = None
+    proxy_kind: str | None = None
+    version: str | None = None
+    description: str = ""
+    proxies: dict[str, ProxyNames] = field(default_factory=dict)
+
+
+@dataclass
+class ProcessRecord:
+    """A process the run owns besides its database servers (fault-proxy server, pooler, proxy)."""
+
+    name: str
+    pid: int
+    pgid: int | None = None
+
+
+@dataclass
+class RunState:
+    """Everything ``down`` and another process need to know about a run."""
+
+    run: str
+    topology: str
+    engine: str
+    version: str
+    mode: str
+    mirror_readable: bool
+    created: float
+    owner_pid: int
+    detached: bool = False
+    links: LinksState = field(default_factory=LinksState)
+    ports: list[int] = field(default_factory=list)
+    processes: list[ProcessRecord] = field(default_factory=list)
+    nodes: list[NodeState] = field(default_factory=list)
+
+    # ------------------------------------------------------------------------------ lookups
+    def node(self, name: str) -> NodeState:
+        """The node called ``name`` (UnknownNodeError naming the known nodes otherwise)."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        known = ", ".join(n.name for n in self.nodes)
+        raise UnknownNodeError(f"unknown node {name!r} in run {self.run} (nodes: {known})")
+
+    def principal(self) -> NodeState:
+        """The node whose role is principal."""
+        return next(n for n in self.nodes if n.role == PRINCIPAL)
+
+    def others(self) -> list[NodeState]:
+        """Every node that is not the principal."""
+        return [n for n in self.nodes if n.role != PRINCIPAL]
+
+    # ------------------------------------------------------------------------------ JSON form
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form written to ``state.json``."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        """Read the form :meth:`to_dict` wrote (ConfigError naming the field when it is not one)."""
+        try:
+            links = dict(data.get("links") or {})
+            links["proxies"] = {k: ProxyNames(**v) for k, v in (links.get("proxies") or {}).items()}
+            return cls(**{**data,
+                          "links": LinksState(**links),
+                          "processes": [ProcessRecord(**p) for p in data.get("processes", [])],
+                          "nodes": [NodeState(**n) for n in data.get("nodes", [])]})
+        except (TypeError, AttributeError) as exc:
+            raise ConfigError(f"run state is not one this harness wrote ({exc}); remove the run with "
+                              f"'failover-harness down --all'") from None
