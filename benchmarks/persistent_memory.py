@@ -58,15 +58,9 @@ def _kib(pid: int, field: str) -> int:
 
 
 def _login(port: int) -> socket.socket:
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(pq.startup_message({"user": "apptrust", "database": "app"}))
-    buf = b""
-    while not buf.endswith(pq.ready_for_query(b"I")):
-        got = s.recv(65536)
-        if not got:
-            raise SystemExit(f"login through the proxy failed: {buf[:200]!r}")
-        buf += got
-    return s
+    from tests.support.rawpg import login
+
+    return login(("127.0.0.1", port), "apptrust", timeout=60)
 
 
 def _drain_replies(s: socket.socket, until: bytes, count: int = 1) -> bytes:

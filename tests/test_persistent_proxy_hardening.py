@@ -178,6 +178,33 @@ def test_admin_token_is_per_proxy(server: LocalServer) -> None:
     assert ThreadedPersistentProxy(config).admin_token is None  # no admin API, no token
 
 
+def test_reference_client_admin_allows_only_the_pairs_nodes(server: LocalServer) -> None:
+    """The PER reference client's admin API (``admin=``): the token comes from the object, and
+    ``/resume`` accepts the nodes of the topology it fronts and nothing else."""
+    from types import SimpleNamespace
+
+    from harness.clients.persistent import ReferenceClient
+
+    fake = FakeListener()
+    node = SimpleNamespace(client_address=server.server_address)
+    pair = SimpleNamespace(principal=node, nodes=[node, SimpleNamespace(client_address=("127.0.0.1", 9))])
+    client = ReferenceClient(pair, drain_window=1.0, admin=("127.0.0.1", 0), database="app")
+    try:
+        client.start()
+        assert client.config.allowed_principals == [server.server_address, ("127.0.0.1", 9)]
+        admin, token = client.admin_address, client.admin_token
+        assert admin is not None and token
+        headers = {"Content-Type": "application/json", TOKEN_HEADER: token}
+        assert _post(admin, "/drain", b"{}", headers)[0] == 200
+        assert _post(admin, "/resume", _json({"host": fake.address[0], "port": fake.address[1]}), headers)[0] == 403
+        assert not fake.accepted_anything()
+        status, answer = _post(admin, "/resume", _json({"host": "127.0.0.1", "port": server.port}), headers)
+        assert status == 200 and answer["principal"] == f"127.0.0.1:{server.port}"
+    finally:
+        client.stop()
+        fake.close()
+
+
 def test_admin_non_loopback_needs_explicit_flag(server: LocalServer) -> None:
     """Binding the admin API beyond the loopback is a ConfigError unless explicitly allowed."""
     config = ProxyConfig(user="apptrust", candidates=[server.server_address])
@@ -208,9 +235,12 @@ def _stop_cli(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "persistent-proxy", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **(env or {})})
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run ``persistent-proxy ARGS`` in-process (the error paths stop before serving)."""
+    from harness.cli import main
+
+    code = main(["persistent-proxy", *args])
+    return code, capsys.readouterr().err
 
 
 def test_cli_password_and_token_stay_out_of_argv_and_output(server: LocalServer, tmp_path: Path) -> None:
@@ -253,22 +283,29 @@ def test_cli_password_and_token_stay_out_of_argv_and_output(server: LocalServer,
         _stop_cli(proc)
 
 
-def test_cli_refuses_secrets_and_exposure_with_one_line(server: LocalServer, tmp_path: Path) -> None:
-    """``--password`` on the command line, a password file others can read, and a non-loopback
-    ``--admin`` without ``--admin-allow-remote`` are one-line usage errors (exit 2) naming the fix."""
+def test_cli_refuses_secrets_and_exposure_with_one_line(server: LocalServer, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--password`` on the command line, a password file others can read or missing, a
+    non-loopback ``--admin`` without ``--admin-allow-remote`` and a too small ``--max-message-size``
+    are one-line usage errors (exit 2) naming the fix, and never echo the password."""
+    monkeypatch.setenv("PGPASSWORD", ROLE_PASSWORD)
     backend = ["--backend", f"127.0.0.1:{server.port}", "--user", ROLE]
-    r = _cli(*backend, "--password", ROLE_PASSWORD)
-    assert r.returncode == 2 and "PGPASSWORD" in r.stderr and "--password-file" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and ROLE_PASSWORD not in r.stderr
     loose = tmp_path / "pw"
     loose.write_text(ROLE_PASSWORD)
     loose.chmod(0o644)
-    r = _cli(*backend, "--password-file", str(loose))
-    assert r.returncode == 2 and "chmod 600" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = _cli(*backend, "--admin", "0.0.0.0:0", env={"PGPASSWORD": ROLE_PASSWORD})
-    assert r.returncode == 2 and "--admin-allow-remote" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = _cli(*backend, "--max-message-size", "5", env={"PGPASSWORD": ROLE_PASSWORD})
-    assert r.returncode == 2 and "max_message_size" in r.stderr
+    cases = [
+        (["--password", ROLE_PASSWORD], "PGPASSWORD or in a mode-0600 file given with --password-file"),
+        (["--password-file", str(loose)], f"chmod 600 {loose}"),
+        (["--password-file", str(tmp_path / "missing")], "cannot read --password-file"),
+        (["--admin", "0.0.0.0:0"], "--admin-allow-remote"),
+        (["--allow-principal", "h:99999"], "--allow-principal must be HOST:PORT"),
+        (["--max-message-size", "5"], "max_message_size must be"),
+    ]
+    for extra, words in cases:
+        code, err = _cli(capsys, *backend, *extra)
+        assert code == 2 and words in err, (extra, err)
+        assert len(err.strip().splitlines()) == 1 and ROLE_PASSWORD not in err, err
 
 
 def test_cli_remote_admin_warns_who_can_reach_it(server: LocalServer) -> None:
