@@ -27,8 +27,7 @@ PASSWORD_ENV = "PGPASSWORD"
 
 def _address(text: str, what: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isascii() or not port.isdigit() or len(port) > 5 \
-            or not 0 <= int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ConfigError(f"{what} must be HOST:PORT (e.g. 127.0.0.1:5432), not {text!r}")
     return host.strip("[]"), int(port)
 
