@@ -20,12 +20,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from harness.secrets import redact
+
 if TYPE_CHECKING:
     from harness.rules.verdict import Verdict
 
 
+def _redacted(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(redact(a) if isinstance(a, str) else a for a in args)
+
+
 class HarnessError(Exception):
-    """Base of every failure of the harness itself (never a rule violation, OBS-1)."""
+    """Base of every failure of the harness itself (never a rule violation, OBS-1). Its message
+    never holds a password (issue 17: every error message goes through :func:`harness.secrets.redact`)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*_redacted(args))
 
 
 class ConfigError(HarnessError, ValueError):
@@ -64,7 +74,7 @@ class RuleViolation(AssertionError):
 
     def __init__(self, rule_id: str, message: str) -> None:
         self.rule_id = rule_id
-        super().__init__(f"{rule_id}: {message}")
+        super().__init__(redact(f"{rule_id}: {message}"))
 
 
 # ---- configuration and registries --------------------------------------------------------------
@@ -134,7 +144,10 @@ class VerdictUnknown(HarnessError):
 
 class MirroringClientError(Exception):
     """Base of the errors a mirroring client raises to the application (not harness errors: an
-    application sees them; a test decides whether they are expected)."""
+    application sees them; a test decides whether they are expected). Messages are redacted."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*_redacted(args))
 
 
 class ConnectionOpenError(MirroringClientError):

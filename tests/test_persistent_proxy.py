@@ -620,11 +620,12 @@ def test_real_pair_switchover() -> None:
     keep their settings and prepared statements, continue on the new principal, and every write
     they saw acknowledged is there."""
     with _pair_class()(mode="sync") as pair:
-        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+        creds = pair.engine.credentials
+        cfg = ProxyConfig(user=creds.user, password=creds.password, resolver=lambda: pair.principal.server_address,
                           drain_window=5.0, recovery_window=20.0)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+            kw: dict[str, Any] = dict(host=host, port=port, user=creds.user, password=creds.password, dbname="app",
                                       autocommit=True)
             conns = [psycopg.connect(**kw) for _ in range(10)]
             try:
@@ -675,11 +676,12 @@ def test_real_pair_unplanned_failover() -> None:
     transaction is closed with a clear reason (PER-7)."""
     with _pair_class()(mode="sync") as pair:
         history = History()
-        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+        creds = pair.engine.credentials
+        cfg = ProxyConfig(user=creds.user, password=creds.password, resolver=lambda: pair.principal.server_address,
                           recovery_window=20.0, on_event=history.record)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+            kw: dict[str, Any] = dict(host=host, port=port, user=creds.user, password=creds.password, dbname="app",
                                       autocommit=True)
             with psycopg.connect(**kw) as idle, psycopg.connect(**kw) as in_tx:
                 first = port_of(idle)

@@ -101,12 +101,21 @@ class Node(api.Node):
     def dsn(self, dbname: str | None = None, user: str | None = None, password: str | None = None,
             direct: bool = False, **params: Any) -> str:
         """A libpq connection string for this node's client-facing address (``direct=True``: the
-        server's own address, bypassing any proxy); the engine's test login unless told otherwise."""
+        server's own address, bypassing any proxy); the engine's test login unless told otherwise.
+        It holds the password: hand it to a client, never print it (see :meth:`public_dsn`)."""
         creds = self._topology.engine.credentials
         dbname, user, password = dbname or creds.database, user or creds.user, password or creds.password
         host, port = self.server_address if direct else self.client_address
         extra = "".join(f" {k}={v}" for k, v in params.items())
         return f"host={host} port={port} dbname={dbname} user={user} password={password}{extra}"
+
+    def public_dsn(self, direct: bool = False) -> str:
+        """The test login's connection string as it may be printed or saved (issue 17): the password
+        file (``passfile=``, mode 0600) instead of the password; libpq and psql accept it as it is."""
+        creds = self._topology.engine.credentials
+        host, port = self.server_address if direct else self.client_address
+        secret = f"passfile={creds.passfile}" if creds.passfile else "password=***"
+        return f"host={host} port={port} dbname={creds.database} user={creds.user} {secret}"
 
     def admin(self) -> Any:
         """A superuser autocommit connection over the Unix socket (harness use; bypasses proxies)."""
@@ -117,7 +126,7 @@ class Node(api.Node):
         ch, cp = self.client_address
         sh, sp = self.server_address
         return {"name": self.name, "role": self.role, "state": self.state,
-                "client_address": f"{ch}:{cp}", "server_address": f"{sh}:{sp}", "dsn": self.dsn()}
+                "client_address": f"{ch}:{cp}", "server_address": f"{sh}:{sp}", "dsn": self.public_dsn()}
 
     def __repr__(self) -> str:
         return f"<Node {self.name} {self.role} {self.state} {self.server_address[1]}>"
