@@ -54,6 +54,15 @@ class NodeStartError(TopologyError):
     """A database server did not come up; the message carries the tail of its log."""
 
 
+class PortInUseError(NodeStartError):
+    """A server could not bind its listen port (EADDRINUSE: something else took it); the owner
+    starts it again on another port (bounded) before this reaches a test. Carries ``port``."""
+
+    def __init__(self, message: str, port: int | None = None) -> None:
+        super().__init__(message)
+        self.port = port
+
+
 class InvalidOperation(TopologyError):
     """A role operation that makes no sense in the current state (the message names the state)."""
 

@@ -8,7 +8,8 @@ it leaves the process. It removes passwords by their *syntax*, whatever the text
 * URIs: ``postgresql://user:secret@host/db`` (and a ``?password=`` query parameter);
 * SQL Server keyword strings: ``Password=secret;``, ``Pwd="a;b"``, ``PWD = 'it''s'``;
 * anything else spelling a key that ends in ``password`` / ``passwd`` / ``pwd``
-  (``PGPASSWORD=…``, ``sslpassword=…``, ``"password": "…"``, ``password: …``).
+  (``PGPASSWORD=…``, ``sslpassword=…``, ``"password": "…"``, ``password: …``), also when a repr
+  was cut in the middle of the key (``'host=h user=...rd=secret'``).
 
 Malformed strings are redacted *more*, never less: an unquoted value runs to the end of its segment,
 which is the next separator (``;``, ``&``, white space) followed by a *known* keyword and ``=``, or
@@ -26,16 +27,21 @@ nothing.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 MASK = "***"
 
-# A key whose value is a secret: a word that ends in password / passwd / pwd, then '=' or ':'.
-_KEY = re.compile(r"""(?i)(?<![A-Za-z0-9])[A-Za-z0-9_]*?(?:password|passwd|pwd)(?:\s*=\s*|["']?\s*:\s*)""")
+# A key whose value is a secret: a word that ends in password / passwd / pwd, then '=' or ':' - or
+# what is left of such a key after an ellipsis ("...rd=x": pytest cuts long reprs in the middle).
+_SUFFIXES = sorted({w[i:] for w in ("password", "passwd", "pwd") for i in range(len(w))}, key=len, reverse=True)
+_KEY = re.compile(r"""(?i)(?:(?<![A-Za-z0-9])[A-Za-z0-9_]*?(?:password|passwd|pwd)|(?:\.\.\.|…)(?:"""
+                  + "|".join(_SUFFIXES) + r"""))(?:\s*=\s*|["']?\s*:\s*)""")
 
 # Keywords that can follow a password in a connection string (SQL Server / ADO.NET / ODBC, libpq,
 # URI query parameters): an unquoted password ends only where one of these starts the next pair.
@@ -134,7 +140,7 @@ def redact(text: str) -> str:
     lowered = text.lower()
     if "://" in text:
         text = _URI.sub(lambda m: f"{m.group(1)}{MASK}@", text)
-    if "pass" in lowered or "pwd" in lowered:
+    if "pass" in lowered or "pwd" in lowered or "..." in text or "…" in text:
         text = _redact_keys(text)
     return text
 
@@ -176,3 +182,17 @@ def protect_logger(logger: logging.Logger) -> logging.Logger:
     if not any(isinstance(f, RedactingFilter) for f in logger.filters):
         logger.addFilter(RedactingFilter())
     return logger
+
+
+def write_private_file(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` readable by its owner only (mode 0600 from the first byte, then
+    renamed into place): how a password reaches another process (issue 17: a 0600 file or the
+    environment, never a command line). Returns ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path

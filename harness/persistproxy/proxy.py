@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.secrets import protect_logger
+
 from . import protocol as pq
 from .backend import (
     Address,
@@ -34,7 +36,7 @@ from .backend import (
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
 from .state import NOT_SETTABLE, SessionState, quote_literal
 
-log = logging.getLogger(__name__)
+log = protect_logger(logging.getLogger(__name__))  # log lines hold no password (issue 17)
 
 EventCallback = Callable[..., Any]
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from harness.errors import MissingDependencyError, NodeStartError, TopologyError
+from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
-from harness.secrets import remember
+from harness.secrets import remember, write_private_file
 from harness.topology.engine import Credentials, NodeConfig
 from harness.topology.process import (
     RunAs,
@@ -153,13 +153,7 @@ def credentials_file(template: Path) -> Path:
 
 
 def _write_credentials(path: Path, password: str, run_as: RunAs) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"*:*:*:{APP_USER}:{_pgpass_escape(password)}\n")
-    run_as.chown(tmp)
-    os.replace(tmp, path)
+    run_as.chown(write_private_file(path, f"*:*:*:{APP_USER}:{_pgpass_escape(password)}\n"))
 
 
 def _pgpass_escape(value: str) -> str:
@@ -286,18 +280,30 @@ def log_tail(log: Path, lines: int = 15) -> str:
 
 def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30, standby: bool = False) -> None:
     """Wait until the postmaster reports ``ready`` (or ``standby``); NodeStartError with the log
-    tail if it dies or does not get there in time."""
+    tail if it dies or does not get there in time - PortInUseError when it died because its TCP
+    port was taken (the caller starts it on another port, issue 17)."""
     deadline = time.monotonic() + timeout
     wanted = {"ready", "standby"}
     while True:
         if read_status(datadir) in wanted:
             return
         if not pid_alive(pid):
-            raise NodeStartError(f"PostgreSQL in {datadir} exited during start-up; log:\n{log_tail(log)}")
+            tail = log_tail(log)
+            if _bind_failed(tail):
+                raise PortInUseError(f"PostgreSQL in {datadir} could not bind its port (Address already in use); "
+                                     f"log:\n{tail}")
+            raise NodeStartError(f"PostgreSQL in {datadir} exited during start-up; log:\n{tail}")
         if time.monotonic() >= deadline:
             raise NodeStartError(f"PostgreSQL in {datadir} not ready after {timeout:.0f} s; "
                                  f"log:\n{log_tail(log)}")
         time.sleep(0.003)
+
+
+def _bind_failed(tail: str) -> bool:
+    """The server's last FATAL says it could not listen: its port was taken ("could not bind IPv4
+    address ... Address already in use", "could not create any TCP/IP sockets")."""
+    fatal = [line for line in tail.splitlines() if "FATAL:" in line]
+    return bool(fatal) and "could not create any TCP/IP sockets" in fatal[-1]
 
 
 def clear_stale_locks(datadir: Path, socket_dir: Path | None = None) -> None:
