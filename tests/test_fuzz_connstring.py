@@ -113,7 +113,8 @@ def _sqlserver_quoted(pw: str) -> str:
 
 
 def _libpq_quoted(pw: str) -> str:
-    return "host=127.0.0.1 port=5432 user=app password='" + pw.replace("\\", "\\\\").replace("'", "\\'") + "' dbname=app"
+    escaped = pw.replace("\\", "\\\\").replace("'", "\\'")
+    return f"host=127.0.0.1 port=5432 user=app password='{escaped}' dbname=app"
 
 
 def _uri(pw: str) -> str:

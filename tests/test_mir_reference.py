@@ -206,6 +206,14 @@ def blackhole() -> Iterator[Listener]:
     lst.close()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _topology_password() -> None:
+    """Read the topology's test password once, before any timed open (spec_for uses it)."""
+    from harness.topology.postgres import PostgresEngine
+
+    assert PostgresEngine().credentials.password
+
+
 def spec_for(initial: int | str, failover: int | str | None, lt: float | None, db: str = "app",
              user: str = "app", password: str | None = None) -> ConnectionSpec:
     def server(x: int | str) -> str:

@@ -102,7 +102,8 @@ def test_log_lines_are_redacted() -> None:
 
 def _history_with_secrets() -> History:
     h = History(meta={"topology": {"nodes": [{"name": "n1", "dsn": "host=h port=1 user=app password=metasecret"}]}})
-    h.record("op.invoke", process="c", op_id=1, f="open", value={"connstring": "Server=h;Password=csecret;x;Database=d"})
+    h.record("op.invoke", process="c", op_id=1, f="open",
+             value={"connstring": "Server=h;Password=csecret;x;Database=d"})
     h.record("op.fail", process="c", op_id=1, f="open", error="OperationalError: password=errsecret rejected")
     h.record("client.start", dsn="postgresql://app:urisecret@127.0.0.1/app", conninfo={"password": "fieldsecret"})
     return h

@@ -10,6 +10,7 @@ before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the ina
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -66,8 +67,13 @@ def pg_bindir() -> Path:
 
 
 def server_version() -> str:
-    """The PostgreSQL server version string, e.g. ``15.18``."""
-    out = subprocess.run([str(pg_bindir() / "postgres"), "--version"], capture_output=True, text=True)
+    """The PostgreSQL server version string, e.g. ``15.18`` (asked once per binary directory)."""
+    return _version_of(str(pg_bindir()))
+
+
+@functools.cache
+def _version_of(bindir: str) -> str:
+    out = subprocess.run([str(Path(bindir) / "postgres"), "--version"], capture_output=True, text=True)
     parts = out.stdout.split()
     return parts[2] if out.returncode == 0 and len(parts) >= 3 else "unknown"
 
@@ -422,15 +428,20 @@ class PostgresEngine:
 
     name = "postgres"
     label = "PostgreSQL"
-    _credentials: Credentials | None = None
+    _read: dict[tuple[str, int], Credentials] = {}  # (password file, its mtime) -> what it holds
 
     @property
     def credentials(self) -> Credentials:
         """The test login every node accepts: user ``app``, database ``app`` and this machine's random
         password (built with the template on first use; see :func:`credentials_file`)."""
-        if self._credentials is None:
-            self._credentials = read_credentials(template_dir(database_user()))
-        return self._credentials
+        template = template_dir(database_user())
+        try:
+            key = (str(template), credentials_file(template).stat().st_mtime_ns)
+        except OSError:
+            return read_credentials(template)  # names the missing file
+        if key not in self._read:
+            self._read[key] = read_credentials(template)
+        return self._read[key]
 
     server_version = staticmethod(server_version)
     template_dir = staticmethod(template_dir)
