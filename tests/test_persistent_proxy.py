@@ -849,7 +849,8 @@ def test_registered_as_reference_client(servers: tuple[LocalServer, LocalServer]
     entry = resolve_client(None, "persistent")
     history = History()
     front_of_a = SimpleNamespace(principal=SimpleNamespace(client_address=a.server_address))  # a one-node "pair"
-    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0)
+    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0, user="app",
+                         password="app")  # a stand-in pair without an engine: its server's login
     try:
         assert isinstance(client, ReferenceClient) and isinstance(client, PersistentClient)
         with psycopg.connect(client.dsn()) as c:

@@ -61,8 +61,11 @@ class ClientBase:
         self.drain_window = float(drain_window)
         self.recovery_window = float(recovery_window)
         creds = _credentials(pair) if user is None or password is None else None
+        if password is None and creds is None:
+            raise ConfigError(f"client {self.name}: the pair has no engine credentials to log in with; "
+                              "pass user= and password=")
         self.user = user if user is not None else (creds.user if creds else pg.APP_USER)
-        self.password = password if password is not None else (creds.password if creds else "")
+        self.password = password if password is not None else creds.password
         self.address: Address | None = None
 
     def _emit(self, type_: str, **fields: Any) -> None:

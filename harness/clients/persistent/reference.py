@@ -18,7 +18,8 @@ class ReferenceClient(ClientBase):
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, **options: Any) -> None:
-        super().__init__(pair, history, drain_window, recovery_window)
+        super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
+                         password=options.pop("password", None))
         self.config = ProxyConfig(user=self.user, password=self.password,
                                   resolver=lambda: self.pair.principal.client_address,
                                   on_event=history.record if history is not None else None,
