@@ -206,11 +206,23 @@ def blackhole() -> Iterator[Listener]:
     lst.close()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _topology_password() -> None:
+    """Read the topology's test password once, before any timed open (spec_for uses it)."""
+    from harness.topology.postgres import PostgresEngine
+
+    assert PostgresEngine().credentials.password
+
+
 def spec_for(initial: int | str, failover: int | str | None, lt: float | None, db: str = "app",
-             user: str = "app", password: str = "app") -> ConnectionSpec:
+             user: str = "app", password: str | None = None) -> ConnectionSpec:
     def server(x: int | str) -> str:
         return f"127.0.0.1,{x}" if isinstance(x, int) else x.replace(":", ",")
     fo = f"; Failover Partner={server(failover)}" if failover is not None else ""
+    if password is None:  # the topology's test login (a random password per machine)
+        from harness.topology.postgres import PostgresEngine
+
+        password = PostgresEngine().credentials.password
     return parse_connection_string(f"Server={server(initial)}{fo}; Database={db}; "
                                    f"Connect Timeout={0 if lt is None else lt}; User ID={user}; "
                                    f"Password={password}")

@@ -626,11 +626,12 @@ def test_real_pair_switchover() -> None:
     keep their settings and prepared statements, continue on the new principal, and every write
     they saw acknowledged is there."""
     with _pair_class()(mode="sync") as pair:
-        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+        creds = pair.engine.credentials
+        cfg = ProxyConfig(user=creds.user, password=creds.password, resolver=lambda: pair.principal.server_address,
                           drain_window=5.0, recovery_window=20.0)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+            kw: dict[str, Any] = dict(host=host, port=port, user=creds.user, password=creds.password, dbname="app",
                                       autocommit=True)
             conns = [psycopg.connect(**kw) for _ in range(10)]
             try:
@@ -681,11 +682,12 @@ def test_real_pair_unplanned_failover() -> None:
     transaction is closed with a clear reason (PER-7)."""
     with _pair_class()(mode="sync") as pair:
         history = History()
-        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+        creds = pair.engine.credentials
+        cfg = ProxyConfig(user=creds.user, password=creds.password, resolver=lambda: pair.principal.server_address,
                           recovery_window=20.0, on_event=history.record)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+            kw: dict[str, Any] = dict(host=host, port=port, user=creds.user, password=creds.password, dbname="app",
                                       autocommit=True)
             with psycopg.connect(**kw) as idle, psycopg.connect(**kw) as in_tx:
                 first = port_of(idle)
@@ -853,7 +855,8 @@ def test_registered_as_reference_client(servers: tuple[LocalServer, LocalServer]
     entry = resolve_client(None, "persistent")
     history = History()
     front_of_a = SimpleNamespace(principal=SimpleNamespace(client_address=a.server_address))  # a one-node "pair"
-    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0)
+    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0, user="app",
+                         password="app")  # a stand-in pair without an engine: its server's login
     try:
         assert isinstance(client, ReferenceClient) and isinstance(client, PersistentClient)
         with psycopg.connect(client.dsn()) as c:

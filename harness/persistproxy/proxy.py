@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.secrets import protect_logger
 
 from . import protocol as pq
 from .backend import (
@@ -36,7 +37,7 @@ from .backend import (
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
 from .state import NOT_SETTABLE, SessionState, quote_literal
 
-log = logging.getLogger(__name__)
+log = protect_logger(logging.getLogger(__name__))  # log lines hold no password (issue 17)
 
 EventCallback = Callable[..., Any]
 

@@ -36,6 +36,9 @@ from harness.plugin.verdict import VerdictCheck, check, pytest_runtest_setup, py
 def pytest_configure(config: pytest.Config) -> None:
     """Register the markers, build the run's options and refuse a backend that cannot run here."""
     configure_options(config)
+    from harness.report.allure import install_redaction
+
+    install_redaction(config)  # nothing allure-pytest writes holds a password (issue 17)
     config.addinivalue_line(
         "markers", "topology(mode='sync', mirror_readable=False, nodes=N, links='proxy'): how the test's "
                    "pair or group is built")

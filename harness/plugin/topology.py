@@ -87,7 +87,7 @@ def _keep(topo: Topology) -> None:
     topo.keep()
     lines = [f"[failover-harness] --keep-on-failure: run {topo.run_id} left up in {topo.path}"]
     for node in topo.nodes:
-        lines.append(f"    {node.name} {node.role:9} {node.dsn(direct=True)}")
+        lines.append(f"    {node.name} {node.role:9} {node.public_dsn(direct=True)}")
     lines.append(f"    (servers only: the fault proxies ended with the test; clean up: failover-harness down --run "
                  f"{topo.run_id})")
     print("\n".join(lines), file=sys.stderr)

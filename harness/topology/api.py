@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.secrets import redact
 from harness.topology.engine import Engine
 from harness.topology.links import Address, Links
 
@@ -67,6 +68,10 @@ class Node(abc.ABC):
     def dsn(self, dbname: str | None = None, user: str | None = None, password: str | None = None,
             direct: bool = False, **params: Any) -> str:
         """A libpq connection string for this node (``direct``: bypassing any proxy)."""
+
+    def public_dsn(self, direct: bool = False) -> str:
+        """A connection string for this node that may be printed or saved: no password (issue 17)."""
+        return redact(self.dsn(direct=direct))
 
     @abc.abstractmethod
     def admin(self) -> Any:

@@ -34,7 +34,7 @@ class Links(Protocol):
         """The address ``standby`` streams WAL from while ``principal`` is the principal."""
 
     def roles_changed(self, state: RunState) -> None:
-        """Re-point replication links after a role change."""
+        """Re-point the links after a role change, or after a server moved to another port."""
 
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         """Deliver connection events to ``callback`` until the returned function is called."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
-from harness.ports import allocate_port
+from harness.ports import allocate_port, release_port, retry_on_port_in_use
 from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
@@ -101,12 +101,21 @@ class Node(api.Node):
     def dsn(self, dbname: str | None = None, user: str | None = None, password: str | None = None,
             direct: bool = False, **params: Any) -> str:
         """A libpq connection string for this node's client-facing address (``direct=True``: the
-        server's own address, bypassing any proxy); the engine's test login unless told otherwise."""
+        server's own address, bypassing any proxy); the engine's test login unless told otherwise.
+        It holds the password: hand it to a client, never print it (see :meth:`public_dsn`)."""
         creds = self._topology.engine.credentials
         dbname, user, password = dbname or creds.database, user or creds.user, password or creds.password
         host, port = self.server_address if direct else self.client_address
         extra = "".join(f" {k}={v}" for k, v in params.items())
         return f"host={host} port={port} dbname={dbname} user={user} password={password}{extra}"
+
+    def public_dsn(self, direct: bool = False) -> str:
+        """The test login's connection string as it may be printed or saved (issue 17): the password
+        file (``passfile=``, mode 0600) instead of the password; libpq and psql accept it as it is."""
+        creds = self._topology.engine.credentials
+        host, port = self.server_address if direct else self.client_address
+        secret = f"passfile={creds.passfile}" if creds.passfile else "password=***"
+        return f"host={host} port={port} dbname={creds.database} user={creds.user} {secret}"
 
     def admin(self) -> Any:
         """A superuser autocommit connection over the Unix socket (harness use; bypasses proxies)."""
@@ -117,7 +126,7 @@ class Node(api.Node):
         ch, cp = self.client_address
         sh, sp = self.server_address
         return {"name": self.name, "role": self.role, "state": self.state,
-                "client_address": f"{ch}:{cp}", "server_address": f"{sh}:{sp}", "dsn": self.dsn()}
+                "client_address": f"{ch}:{cp}", "server_address": f"{sh}:{sp}", "dsn": self.public_dsn()}
 
     def __repr__(self) -> str:
         return f"<Node {self.name} {self.role} {self.state} {self.server_address[1]}>"
@@ -223,6 +232,7 @@ class LocalTopology(Topology):
                     self._start_locked(n, wait=False)
                 self._wait_started(principal)
                 for n in names[1:]:
+                    self._wait_started(n)
                     self._wait_streaming(n, principal)
                 save_state(self.path, self._state)
         except BaseException:
@@ -450,12 +460,8 @@ class LocalTopology(Topology):
         s = self._node_state(name)
         if s.role == PRINCIPAL:
             self.engine.make_primary(Path(s.datadir))
-        conf = self._write_conf(name)
         t0 = time.monotonic()
-        s.pid = self.engine.start_server(Path(s.datadir), conf, self.path / name / "postgres.log", self.run_as,
-                                   self.path / name)
-        s.state = RUNNING
-        save_state(self.path, self._state)
+        self._spawn(name)
         if wait:
             self._wait_started(name)
             if s.role != PRINCIPAL:
@@ -464,12 +470,39 @@ class LocalTopology(Topology):
                     self._wait_streaming(name, principal.name)
         self._emit("node.start", t=t0, node=name, role=s.role, seconds=time.monotonic() - t0)
 
+    def _spawn(self, name: str) -> None:
+        s = self._node_state(name)
+        conf = self._write_conf(name)
+        s.pid = self.engine.start_server(Path(s.datadir), conf, self.path / name / "postgres.log", self.run_as,
+                                         self.path / name)
+        s.state = RUNNING
+        save_state(self.path, self._state)
+
     def _wait_started(self, name: str) -> None:
         s = self._node_state(name)
         log = self.path / name / "postgres.log"
-        self.engine.wait_ready(Path(s.datadir), s.pid, log, timeout=60)
+        retry_on_port_in_use(lambda: self.engine.wait_ready(Path(s.datadir), s.pid, log, timeout=60),
+                             lambda exc: self._move_port(name, exc))
         if s.role == PRINCIPAL:
             self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, log, timeout=60)
+
+    def _move_port(self, name: str, exc: BaseException) -> None:
+        """The node's server could not bind its port (taken meanwhile by another program): give it a
+        new port, re-point what leads to it, record ``node.port_retry`` and start it again (issue 17)."""
+        s = self._node_state(name)
+        old, new = s.port, allocate_port()
+        s.port, s.state, s.pid = new, STOPPED, None
+        self._state.ports = [p for p in self._state.ports if p != old] + [new]
+        release_port(old)
+        s.client_host, s.client_port = self.links.client_address(self._state, name)
+        self.links.roles_changed(self._state)  # proxies' upstreams follow the server's new port
+        save_state(self.path, self._state)
+        self._emit("node.port_retry", node=name, old_port=old, new_port=new,
+                   reason=str(exc).strip().splitlines()[0][:200])
+        for other in self._state.nodes:  # standbys' primary_conninfo, the principal's partner
+            if other.name != name and other.state == RUNNING:
+                self._reload(other.name)
+        self._spawn(name)
 
     def _wait_streaming(self, standby: str, principal: str, timeout: float = 30) -> None:
         p = self._node_state(principal)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import select
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 
 from harness.errors import ConfigError, ProxyError
-from harness.ports import allocate_port
 from harness.topology.links import Address, DirectLinks, Links
 from harness.topology.state import LinksState, ProcessRecord, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
@@ -100,12 +101,15 @@ class ProxiedLinks:
         return split_hostport(state.links.proxies[standby].replication_listen)
 
     def roles_changed(self, state: RunState) -> None:
-        """Point every replication proxy at the new principal's server."""
+        """Point every replication proxy at the principal's server, and every client-facing proxy at
+        its node's server (which moves when its port was taken at start-up, issue 17)."""
         upstream = f"127.0.0.1:{state.principal().port}"
         for node in state.nodes:
-            name = state.links.proxies[node.name].replication
-            if self.client.get_proxy(name).upstream != upstream:
-                self.client.update_proxy(name, upstream=upstream)
+            wanted = {state.links.proxies[node.name].replication: upstream,
+                      state.links.proxies[node.name].client: f"127.0.0.1:{node.port}"}
+            for name, target in wanted.items():
+                if self.client.get_proxy(name).upstream != target:
+                    self.client.update_proxy(name, upstream=target)
 
     def teardown(self) -> None:
         """Delete this run's proxies and stop the proxy server if this process started it."""
@@ -132,22 +136,7 @@ def start_proxied_links(detached: bool = False, kind: str | None = None) -> Prox
     or ``TOXIPROXY_URL``). A detached run without ``TOXIPROXY_URL`` gets the embedded server as a
     background process (``failover-harness toxiproxy-server``) that ``down`` stops."""
     if detached and not os.environ.get("TOXIPROXY_URL") and kind in (None, "embedded"):
-        port = allocate_port()
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1",
-                                 "--port", str(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        client = ToxiproxyClient(f"http://127.0.0.1:{port}", timeout=5)
-        deadline = time.monotonic() + 15
-        while not client.is_available():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise ProxyError(f"the embedded toxiproxy server did not start on port {port} "
-                                 f"(exit code {proc.poll()})")
-            time.sleep(0.02)
-        return ProxiedLinks(client, "embedded", client.version(),
-                            process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid),
-                            description=f"embedded Toxiproxy-compatible server {client.version()} at "
-                                        f"{client.url} (background process {proc.pid})")
+        return _background_embedded_server()
     stack = contextlib.ExitStack()
     try:
         handle = stack.enter_context(start_fault_proxy(kind=kind))
@@ -156,6 +145,35 @@ def start_proxied_links(detached: bool = False, kind: str | None = None) -> Prox
         raise
     return ProxiedLinks(handle.client, handle.kind, handle.version, handle=handle, owner=stack,
                         description=handle.describe())
+
+
+def _background_embedded_server(timeout: float = 15) -> ProxiedLinks:
+    """The embedded server as a background process for a detached run. It binds its API port itself
+    (``--port 0``) and says which one on its first output line, so no other process can take the
+    port between choosing and binding it (issue 17)."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1",
+                             "--port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+    assert proc.stdout is not None
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if ready else ""
+    finally:
+        proc.stdout.close()  # it prints nothing else on stdout
+    match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+    client = ToxiproxyClient(match.group(1) if match else "http://127.0.0.1:0", timeout=5)
+    deadline = time.monotonic() + timeout
+    while match is None or not client.is_available():
+        if match is None or proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise ProxyError(f"the embedded toxiproxy server did not start (exit code {proc.poll()}; "
+                             f"it said {line.strip()[:200]!r})")
+        time.sleep(0.02)
+    return ProxiedLinks(client, "embedded", client.version(),
+                        process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid),
+                        description=f"embedded Toxiproxy-compatible server {client.version()} at "
+                                    f"{client.url} (background process {proc.pid})")
 
 
 def links_from_state(state: RunState) -> ProxiedLinks:

@@ -26,9 +26,10 @@ from typing import Any
 from aiohttp import web
 
 from harness.errors import ProxyError
+from harness.secrets import protect_logger
 from harness.toxiproxy.models import STREAMS, TOXIC_TYPES, ConnEvent, split_hostport
 
-log = logging.getLogger(__name__)
+log = protect_logger(logging.getLogger(__name__))  # log lines hold no password (issue 17)
 
 VERSION = "2.12.0"
 CHUNK = 32 * 1024  # what a toxic sees per read, like the real server

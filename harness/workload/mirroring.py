@@ -37,8 +37,6 @@ from harness.history.core import Event, History
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (MirroringClientError, psycopg.Error)
 
 APP_DATABASE = "app"
-APP_USER = "app"
-APP_PASSWORD = "app"
 
 
 def client_address(topology: Any, node: str) -> tuple[str, int]:
@@ -72,7 +70,9 @@ def connstring(topology: Any, initial: str, failover: str | None = None, *,
         parts.append(f"Database={database}")
     if login_timeout != "default":
         parts.append(f"Connect Timeout={0 if login_timeout is None else f'{float(login_timeout):g}'}")
-    parts += [f"User ID={APP_USER}", f"Password={APP_PASSWORD}"]
+    creds = topology.engine.credentials  # the engine's test login (a random password, issue 17)
+    password = creds.password.replace('"', '""')
+    parts += [f"User ID={creds.user}", f'Password="{password}"']
     return "; ".join(parts)
 
 

@@ -20,7 +20,8 @@ class ReferenceClient(ClientBase):
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, admin: Address | None = None, **options: Any) -> None:
-        super().__init__(pair, history, drain_window, recovery_window)
+        super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
+                         password=options.pop("password", None))
         options.setdefault("allowed_principals", _node_addresses(pair))
         self.config = ProxyConfig(user=self.user, password=self.password,
                                   resolver=lambda: self.pair.principal.client_address,
