@@ -188,7 +188,8 @@ def test_reference_client_admin_allows_only_the_pairs_nodes(server: LocalServer)
     fake = FakeListener()
     node = SimpleNamespace(client_address=server.server_address)
     pair = SimpleNamespace(principal=node, nodes=[node, SimpleNamespace(client_address=("127.0.0.1", 9))])
-    client = ReferenceClient(pair, drain_window=1.0, admin=("127.0.0.1", 0), database="app")
+    client = ReferenceClient(pair, drain_window=1.0, admin=("127.0.0.1", 0), database="app", user="app",
+                             password="app")  # the stand-in server's own login
     try:
         client.start()
         assert client.config.allowed_principals == [server.server_address, ("127.0.0.1", 9)]
