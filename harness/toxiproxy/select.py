@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from harness.errors import ConfigError, MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.toxiproxy.client import ToxiproxyClient
-from harness.toxiproxy.logstream import ToxiproxyProcess
 from harness.toxiproxy.models import ConnEvent
 from harness.toxiproxy.server import EmbeddedToxiproxy
+from harness.toxiproxy.spawned import ToxiproxyProcess
 
 EventCallback = Callable[[ConnEvent], None]
 KINDS = ("external", "spawned", "embedded")
@@ -134,7 +134,8 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
         port = allocate_port(host)
         clients: list[ToxiproxyClient] = []
         proc = ToxiproxyProcess(binary, host, port,
-                                node_of=lambda name: clients[0].nodes.get(name) if clients else None)
+                                node_of=lambda name: clients[0].nodes.get(name) if clients else None,
+                                listen_of=lambda name: clients[0].listens.get(name) if clients else None)
         try:
             proc.start()
             client = ToxiproxyClient(proc.url, timeout=timeout)
@@ -142,7 +143,7 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
             try:
                 source = "TOXIPROXY_SERVER_BIN" if env.get("TOXIPROXY_SERVER_BIN") else "PATH"
                 yield FaultProxyHandle("spawned", proc.url, client.version(), client, True,
-                                       "derived from trace log (no byte counts, 1 s log times)",
+                                       "derived from its trace log and /metrics (times as the lines arrive)",
                                        f"{source}: {binary}", proc.subscribe)
             finally:
                 client.close()
