@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.errors import ProxyError
 from harness.toxiproxy.api import VERSION, ToxiproxyServer
 from harness.toxiproxy.events import EventCallback
 from harness.toxiproxy.models import ConnEvent
+
+T = TypeVar("T")
 
 __all__ = ["VERSION", "EmbeddedToxiproxy", "ToxiproxyServer", "quiet_exception_handler", "serve_forever"]
 
@@ -139,6 +141,18 @@ class EmbeddedToxiproxy:
     def events(self, since: int = 0) -> list[ConnEvent]:
         """Kept connection events with ``seq >= since`` (thread-safe)."""
         return self._server.events(since)[0]
+
+    def call(self, fn: Callable[[ToxiproxyServer], T], timeout: float = 10.0) -> T:
+        """Run ``fn(server)`` on the server's loop thread and return its result (the only safe way
+        to touch the server's state from another thread; tests use it)."""
+        loop = self._loop
+        if loop is None:
+            raise ProxyError("the embedded toxiproxy is not running; call start() first")
+
+        async def run() -> T:
+            return fn(self._server)
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=timeout)
 
 
 async def serve_forever(host: str, port: int, stop: asyncio.Event,
