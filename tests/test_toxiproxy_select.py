@@ -119,3 +119,24 @@ def test_forward_to_history_keeps_event_times() -> None:
     assert [e.type for e in events] == ["conn.accepted", "conn.upstream_connected", "conn.closed"]
     assert [e.t for e in events] == [e.t for e in seen[:3]]
     assert events[0].get("node") == "pg-1" and "seq" not in events[0].fields
+
+
+def test_planned_choice_follows_the_selection_order(tmp_path: Path) -> None:
+    from harness.report.allure import collect_environment
+    from harness.toxiproxy.select import planned_choice
+
+    binary = tmp_path / "toxiproxy-server"
+    binary.write_text("#!/bin/sh\necho 'toxiproxy-server version 2.12.0'\n")
+    binary.chmod(0o755)
+    assert planned_choice({"PATH": ""}) == ("embedded", "harness.toxiproxy")
+    assert planned_choice({"PATH": str(tmp_path)}) == ("spawned", str(binary))
+    assert planned_choice({"TOXIPROXY_SERVER_BIN": str(binary), "PATH": ""}) == ("spawned", str(binary))
+    assert planned_choice({"TOXIPROXY_SERVER_BIN": "/nope", "PATH": ""}) == ("spawned", "/nope (missing)")
+    assert planned_choice({"TOXIPROXY_URL": "http://127.0.0.1:9", "TOXIPROXY_SERVER_BIN": str(binary)}) == (
+        "external", "http://127.0.0.1:9")
+    with pytest.MonkeyPatch.context() as mp:  # the report environment shows the same choice
+        mp.setenv("TOXIPROXY_SERVER_BIN", str(binary))
+        mp.delenv("TOXIPROXY_URL", raising=False)
+        env = collect_environment("local", "postgres", None)
+    assert env["fault_proxy"] == f"toxiproxy-server ({binary})"
+    assert "2.12.0" in env["fault_proxy.version"]

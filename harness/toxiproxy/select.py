@@ -93,6 +93,22 @@ def find_server_binary(env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which("toxiproxy-server", path=env.get("PATH"))
 
 
+def planned_choice(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(kind, where)`` the selection order picks now, without starting anything: ``("external",
+    URL)``, ``("spawned", binary path)`` or ``("embedded", "harness.toxiproxy")``. A
+    ``TOXIPROXY_SERVER_BIN`` that is not executable is reported as ``("spawned", "PATH (missing)")``."""
+    env = os.environ if env is None else env
+    if env.get("TOXIPROXY_URL"):
+        return "external", env["TOXIPROXY_URL"]
+    try:
+        binary = find_server_binary(env)
+    except MissingDependencyError:
+        return "spawned", f"{env.get('TOXIPROXY_SERVER_BIN')} (missing)"
+    if binary:
+        return "spawned", binary
+    return "embedded", "harness.toxiproxy"
+
+
 @contextmanager
 def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = None,
                       host: str = "127.0.0.1", timeout: float = 5.0) -> Iterator[FaultProxyHandle]:

@@ -257,9 +257,10 @@ BAD_TOXICS = [
                            "(slicer average_size 0, bandwidth rate -5), hangs or treats them as 0")
 @pytest.mark.parametrize(("type_", "attrs", "message"), BAD_TOXICS)
 def test_invalid_attributes_are_400(toxi, echo, type_, attrs, message) -> None:
-    """Every toxic attribute is checked against the range its real Go type implies (int64 ms that
-    must fit a time.Duration, rate*100 within int64, slicer sizes >= 1 and variation below the
-    average): a one-line 400 naming the attribute and the limit, nothing added; PATCH too."""
+    """Embedded only: real 2.12 accepts these and then crashes, hangs or ignores them. Every toxic
+    attribute is checked against the range its real Go type implies (int64 ms that must fit a
+    time.Duration, rate*100 within int64, slicer sizes >= 1 and variation below the average): a
+    one-line 400 naming the attribute and the limit, nothing added; PATCH too."""
     p = toxi.proxy(echo.address)
     with pytest.raises(ToxiproxyAPIError) as info:
         toxi.client.add_toxic(p.name, type_, attributes=attrs)

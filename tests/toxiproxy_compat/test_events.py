@@ -122,6 +122,8 @@ def test_upstream_failed(toxi) -> None:
 
 @pytest.mark.embedded_only(reason=EXTENSION)
 def test_events_endpoint_since_and_node_patch(toxi, echo) -> None:
+    """Embedded only: ``GET /events`` and the ``node`` key of a proxy are extensions (real 2.12 has
+    no event API and drops unknown keys)."""
     p = toxi.proxy(echo.address)
     assert p.node is None
     assert toxi.client.update_proxy(p.name, node="mirror-2").node == "mirror-2"

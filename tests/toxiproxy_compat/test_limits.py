@@ -49,8 +49,8 @@ def test_localhost_listen_binds_loopback(toxi, echo) -> None:
 @pytest.mark.embedded_only(reason="deliberate difference: real 2.12 binds all interfaces ([::]) for a listen "
                            "address without a host; the embedded server binds loopback")
 def test_listen_without_host_binds_loopback_only(toxi, echo) -> None:
-    """``":0"`` (no host) binds 127.0.0.1, never every interface: the proxy is not reachable on
-    another address of this machine."""
+    """Embedded only: real 2.12 binds all interfaces here. ``":0"`` (no host) binds 127.0.0.1, never every
+    interface: the proxy is not reachable on another address of this machine."""
     name = toxi.name("nohost")
     toxi.created.append(name)
     p = toxi.client.create_proxy(name, echo.address, listen=":0")
@@ -73,7 +73,8 @@ def test_listen_without_host_binds_loopback_only(toxi, echo) -> None:
 @pytest.mark.embedded_only(reason="deliberate difference: real 2.12 resolves host names in listen and "
                            "accepts any upstream string (a bad one fails only when a client connects)")
 def test_names_and_malformed_upstreams_are_400(toxi, echo) -> None:
-    """A listen host must be an IP address or localhost (no DNS look-up happens); an upstream must be
+    """Embedded only: real 2.12 resolves names and accepts any upstream string. A listen host must
+    be an IP address or localhost (no DNS look-up happens); an upstream must be
     ``host:port`` with a port 1..65535; a disabled proxy is checked the same way."""
     cases = [({"listen": "db.example.invalid:0", "upstream": echo.address}, "must be an IP address"),
              ({"listen": "127.0.0.1:0", "upstream": "127.0.0.1:70000"}, "invalid port"),
@@ -92,8 +93,8 @@ def test_names_and_malformed_upstreams_are_400(toxi, echo) -> None:
 @pytest.mark.embedded_only(reason="deliberate difference: real 2.12 sets no body size limit; the embedded "
                            "server answers 413 beyond 1 MiB and 400 beyond 32 levels of nesting")
 def test_body_size_and_nesting_limits(toxi, echo) -> None:
-    """A body nested 100 000 deep is a 400 (it was a 500 with a traceback); a 2 MiB body is a 413;
-    the server keeps serving."""
+    """Embedded only: real 2.12 has no such limits. A body nested 100 000 deep is a 400 (it was a 500 with
+    a traceback); a 2 MiB body is a 413; the server keeps serving."""
     deep = b"[" * 100_000 + b"]" * 100_000
     for path in ("/proxies", "/populate"):
         resp = raw(toxi, "POST", path, content=deep)
@@ -113,8 +114,8 @@ def test_body_size_and_nesting_limits(toxi, echo) -> None:
 
 @pytest.mark.embedded_only(reason="GET /events is an extension of the embedded server")
 def test_events_query_is_validated(toxi) -> None:
-    """``since`` >= 0 and ``limit`` 1..100000, both integers: anything else is a 400 naming the
-    parameter (``limit=0`` was a 500 with a traceback)."""
+    """Embedded only: ``GET /events`` is an extension. ``since`` >= 0 and ``limit`` 1..100000, both
+    integers: anything else is a 400 naming the parameter (``limit=0`` was a 500 with a traceback)."""
     for query in ("limit=0", "limit=-1", "limit=abc", "limit=1000001", "since=-1", "since=1.5", "since=",
                   "limit=" + "9" * 30):
         resp = raw(toxi, "GET", f"/events?{query}")

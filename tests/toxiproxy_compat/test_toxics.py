@@ -318,6 +318,8 @@ def test_upload_through_sink(toxi) -> None:
 @pytest.mark.embedded_only(reason="deliberate difference: the real server dials inside its accept "
                            "loop, so a stalled upstream blocks further accepts")
 def test_stalled_upstream_dial_does_not_block_accepts(toxi) -> None:
+    """Embedded only: real 2.12 dials the upstream inside its accept loop, so there a stalled dial
+    blocks every later accept of the proxy; the embedded server dials each client in its own task."""
     # A listener whose accept queue is full drops SYNs: a dial to it stalls.
     full = socket.socket()
     full.bind(("127.0.0.1", 0))
