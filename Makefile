@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make chaos  - the suites against the built-in reference clients on the local backend, then the report
-#   make test   - the project's own tests
+#   make test   - the project's own tests (then a second pass against the real Toxiproxy when
+#                 $(TOXIPROXY_SERVER), default ../shared/toxiproxy/toxiproxy-server, exists)
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
 
 VENV    := .venv

@@ -83,23 +83,8 @@ class ToxiproxyServer:
         """Start the HTTP API on ``host:port`` (port 0 -> a free port, see :attr:`port`)."""
         app = web.Application(middlewares=[self._errors], client_max_size=MAX_BODY)
         app.on_response_prepare.append(_stamp)
-        r = app.router
-        r.add_get("/version", self._version)
-        r.add_get("/proxies", self._list_proxies)
-        r.add_post("/proxies", self._create_proxy)
-        r.add_post("/populate", self._populate)
-        r.add_post("/reset", self._reset)
-        r.add_get("/events", self._events_handler)
-        r.add_get("/proxies/{proxy}", self._get_proxy)
-        r.add_route("PATCH", "/proxies/{proxy}", self._update_proxy)
-        r.add_post("/proxies/{proxy}", self._update_proxy)
-        r.add_delete("/proxies/{proxy}", self._delete_proxy)
-        r.add_get("/proxies/{proxy}/toxics", self._list_toxics)
-        r.add_post("/proxies/{proxy}/toxics", self._add_toxic)
-        r.add_get("/proxies/{proxy}/toxics/{toxic}", self._get_toxic)
-        r.add_route("PATCH", "/proxies/{proxy}/toxics/{toxic}", self._update_toxic)
-        r.add_post("/proxies/{proxy}/toxics/{toxic}", self._update_toxic)
-        r.add_delete("/proxies/{proxy}/toxics/{toxic}", self._delete_toxic)
+        for method, path, handler in self._routes():
+            app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
@@ -112,6 +97,19 @@ class ToxiproxyServer:
                              f"{exc.strerror or exc}; choose another --port or use 0") from exc
         server = site._server  # type: ignore[attr-defined]
         self.port = server.sockets[0].getsockname()[1]
+
+    def _routes(self) -> list[tuple[str, str, Callable[[web.Request], Any]]]:
+        """The API: Toxiproxy v2 (``POST`` on a proxy or toxic is the deprecated form of ``PATCH``)
+        and the ``/events`` extension."""
+        proxy, toxic = "/proxies/{proxy}", "/proxies/{proxy}/toxics/{toxic}"
+        return [("GET", "/version", self._version), ("GET", "/proxies", self._list_proxies),
+                ("POST", "/proxies", self._create_proxy), ("POST", "/populate", self._populate),
+                ("POST", "/reset", self._reset), ("GET", "/events", self._events_handler),
+                ("GET", proxy, self._get_proxy), ("PATCH", proxy, self._update_proxy),
+                ("POST", proxy, self._update_proxy), ("DELETE", proxy, self._delete_proxy),
+                ("GET", f"{proxy}/toxics", self._list_toxics), ("POST", f"{proxy}/toxics", self._add_toxic),
+                ("GET", toxic, self._get_toxic), ("PATCH", toxic, self._update_toxic),
+                ("POST", toxic, self._update_toxic), ("DELETE", toxic, self._delete_toxic)]
 
     async def stop(self) -> None:
         """Close every proxy and connection, then the HTTP API."""

@@ -29,17 +29,28 @@ class EventLog:
         self._subscribers: list[EventCallback] = []
 
     def emit(self, type_: str, **fields: Any) -> None:
-        """Record an event stamped now and pass it to every subscriber (a failing one is logged)."""
-        t = time.monotonic()
+        """Record an event stamped now (numbered here) and pass it to every subscriber."""
         with self._lock:
-            event = ConnEvent(self._seq, t, type_, fields)
+            event = ConnEvent(self._seq, time.monotonic(), type_, fields)
             self._seq += 1
             self._events.append(event)
             subscribers = list(self._subscribers)
+        self._dispatch(event, subscribers)
+
+    def publish(self, event: ConnEvent) -> None:
+        """Record a ready-made event (its own ``seq`` and ``t``) and pass it to every subscriber."""
+        with self._lock:
+            self._seq = max(self._seq, event.seq + 1)
+            self._events.append(event)
+            subscribers = list(self._subscribers)
+        self._dispatch(event, subscribers)
+
+    @staticmethod
+    def _dispatch(event: ConnEvent, subscribers: list[EventCallback]) -> None:
         for callback in subscribers:
             try:
                 callback(event)
-            except Exception:  # a broken subscriber must not break the data path
+            except Exception:  # a broken subscriber must not break the data path (nor the log reader)
                 log.exception("connection-event subscriber %r failed", callback)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:

@@ -19,10 +19,10 @@ from collections.abc import Callable
 
 from harness.errors import MissingDependencyError, ProxyError
 from harness.toxiproxy.client import ToxiproxyClient
+from harness.toxiproxy.events import EventCallback, EventLog
 from harness.toxiproxy.logstream import LogEventDeriver
 from harness.toxiproxy.models import ConnEvent
 
-EventCallback = Callable[[ConnEvent], None]
 _SENT_RE = re.compile(r'^toxiproxy_proxy_sent_bytes_total\{([^}]*)\}\s+(\S+)', re.MULTILINE)
 _LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -62,9 +62,7 @@ class ToxiproxyProcess:
         self._proc: subprocess.Popen[str] | None = None
         self._threads: list[threading.Thread] = []
         self._lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
-        self._lock = threading.Lock()
-        self._subscribers: list[EventCallback] = []
-        self._events: list[ConnEvent] = []
+        self._log = EventLog()
         self._tail: list[str] = []
         self.returncode: int | None = None
 
@@ -144,32 +142,16 @@ class ToxiproxyProcess:
                 events = self._deriver.feed(line, t)
             except Exception:  # noqa: BLE001 - an unexpected line must not stop the events
                 continue
-            with self._lock:
-                self._events.extend(events)
-                subscribers = list(self._subscribers)
             for event in events:
-                for callback in subscribers:
-                    try:
-                        callback(event)
-                    except Exception:  # noqa: BLE001 - a subscriber must not kill the reader
-                        pass
+                self._log.publish(event)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """Call ``callback`` for every later derived event (from the event thread)."""
-        with self._lock:
-            self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-
-        return unsubscribe
+        return self._log.subscribe(callback)
 
     def events(self, since: int = 0) -> list[ConnEvent]:
         """Derived events with ``seq >= since``."""
-        with self._lock:
-            return [e for e in self._events if e.seq >= since]
+        return self._log.events(since)[0]
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 5 s) and join the threads."""
