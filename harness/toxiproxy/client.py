@@ -127,7 +127,7 @@ class ToxiproxyClient:
         for item in body:
             if item.get("node") is not None:
                 self.nodes[str(item["name"])] = str(item["node"])
-        return [self._seen(p) for p in (result or {}).get("proxies", [])]
+        return [self._seen(p) for p in (result or {}).get("proxies") or []]  # null when empty, as on real
 
     def update_proxy(self, name: str, *, enabled: bool | None = None, listen: str | None = None,
                      upstream: str | None = None, node: str | None = None) -> Proxy:
