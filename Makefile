@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make chaos  - the suites against the built-in reference clients on the local backend, then the report
-#   make test   - the project's own tests
+#   make test   - the project's own tests (then a second pass against the real Toxiproxy when
+#                 $(TOXIPROXY_SERVER), default ../shared/toxiproxy/toxiproxy-server, exists)
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
 
 VENV    := .venv
@@ -8,6 +9,9 @@ PY      := $(VENV)/bin/python
 PYTEST  := $(VENV)/bin/pytest
 FH      := $(VENV)/bin/failover-harness
 JOBS    ?= 2
+# The real Toxiproxy 2.12 for make test's second pass (CI: a copy of shared/ beside the clone).
+TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
+REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
 
 .PHONY: setup test chaos lint bench clean
 
@@ -16,7 +20,14 @@ setup:
 
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PYTEST) -n $(JOBS) tests
+	$(PYTEST) -n $(JOBS) tests --ignore=tests/test_toxiproxy_real_suites.py
+	@if [ -x "$(TOXIPROXY_SERVER)" ]; then \
+		echo "== second pass: the real Toxiproxy $(TOXIPROXY_SERVER) (compat tests, DUR + MIR suites)"; \
+		TOXIPROXY_SERVER_BIN="$(TOXIPROXY_SERVER)" $(PYTEST) $(REAL_PASS); \
+	else \
+		echo "== no real toxiproxy-server at $(TOXIPROXY_SERVER): second pass skipped" \
+		     "(make test TOXIPROXY_SERVER=/path/to/toxiproxy-server)"; \
+	fi
 
 chaos: setup
 	$(FH) run --backend local suites; status=$$?; $(FH) report; exit $$status

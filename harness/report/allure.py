@@ -437,9 +437,16 @@ def git_revision(root: Path | None = None) -> str | None:
 
 
 def toxiproxy_version() -> tuple[str, str | None]:
-    """(kind, version) of the fault proxy: a real ``toxiproxy-server`` on PATH, else the embedded one."""
-    if shutil.which("toxiproxy-server"):
-        return "toxiproxy-server", _run_version(["toxiproxy-server", "-version"])
+    """(kind, version) of the fault proxy the selection order would pick (``TOXIPROXY_URL``, else a
+    ``toxiproxy-server`` via ``TOXIPROXY_SERVER_BIN`` or PATH, else the embedded server); a run's
+    topology fixtures replace it with the server they actually started."""
+    from harness.toxiproxy.select import planned_choice
+
+    kind, where = planned_choice()
+    if kind == "spawned":
+        return f"toxiproxy-server ({where})", _run_version([where, "-version"])
+    if kind == "external":
+        return f"external toxiproxy-server ({where})", None
     import harness
 
     return "embedded (harness.toxiproxy)", harness.__version__

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from harness.errors import ConfigError, MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.toxiproxy.client import ToxiproxyClient
-from harness.toxiproxy.logstream import ToxiproxyProcess
 from harness.toxiproxy.models import ConnEvent
 from harness.toxiproxy.server import EmbeddedToxiproxy
+from harness.toxiproxy.spawned import ToxiproxyProcess
 
 EventCallback = Callable[[ConnEvent], None]
 KINDS = ("external", "spawned", "embedded")
@@ -93,6 +93,22 @@ def find_server_binary(env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which("toxiproxy-server", path=env.get("PATH"))
 
 
+def planned_choice(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(kind, where)`` the selection order picks now, without starting anything: ``("external",
+    URL)``, ``("spawned", binary path)`` or ``("embedded", "harness.toxiproxy")``. A
+    ``TOXIPROXY_SERVER_BIN`` that is not executable is reported as ``("spawned", "PATH (missing)")``."""
+    env = os.environ if env is None else env
+    if env.get("TOXIPROXY_URL"):
+        return "external", env["TOXIPROXY_URL"]
+    try:
+        binary = find_server_binary(env)
+    except MissingDependencyError:
+        return "spawned", f"{env.get('TOXIPROXY_SERVER_BIN')} (missing)"
+    if binary:
+        return "spawned", binary
+    return "embedded", "harness.toxiproxy"
+
+
 @contextmanager
 def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = None,
                       host: str = "127.0.0.1", timeout: float = 5.0) -> Iterator[FaultProxyHandle]:
@@ -134,7 +150,8 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
         port = allocate_port(host)
         clients: list[ToxiproxyClient] = []
         proc = ToxiproxyProcess(binary, host, port,
-                                node_of=lambda name: clients[0].nodes.get(name) if clients else None)
+                                node_of=lambda name: clients[0].nodes.get(name) if clients else None,
+                                listen_of=lambda name: clients[0].listens.get(name) if clients else None)
         try:
             proc.start()
             client = ToxiproxyClient(proc.url, timeout=timeout)
@@ -142,7 +159,7 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
             try:
                 source = "TOXIPROXY_SERVER_BIN" if env.get("TOXIPROXY_SERVER_BIN") else "PATH"
                 yield FaultProxyHandle("spawned", proc.url, client.version(), client, True,
-                                       "derived from trace log (no byte counts, 1 s log times)",
+                                       "derived from its trace log and /metrics (times as the lines arrive)",
                                        f"{source}: {binary}", proc.subscribe)
             finally:
                 client.close()
