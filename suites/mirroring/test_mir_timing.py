@@ -109,3 +109,31 @@ def test_no_failover_partner_only_the_initial_partner_is_tried(pair: Pair, fault
         return verdicts
 
     check(judge_with_stall_retry(history, scenario))
+
+
+@pytest.mark.rule("MIR-1", "MIR-4", "MIR-5")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_black_holed_first_partner_with_the_principal_behind_the_failover_partner(
+        pair: Pair, faults: Faults, history: History, check: Check, make_client: Any) -> None:
+    """``Server=<mirror n2>; Failover Partner=<principal n1>``, n2 black-holed, LT = 2 s. MIR-4: once
+    attempt 1's retry time (0.08 × 2 s = 160 ms) expires, the client tries the failover partner and
+    opens on the principal n1; a client that keeps waiting on n2 and fails at its timeout without
+    ever trying n1 violates MIR-4 (judged on the give-up), as does one that gives up early. MIR-5:
+    attempt 1 held 160 ms ±20 ms. MIR-1: n2 first."""
+    lt = 2.0
+    text = connstring(pair, "n2", "n1", login_timeout=lt)
+
+    def scenario(k: int) -> list[Verdict]:
+        with faults.partition("n2", how="blackhole"):
+            bg = BackgroundOpen(make_client(f"app-{k}"), text, history, label="black hole, then the principal")
+            bg.wait(lt + GRACE)
+        bg.finish(10.0).close()
+        events = history.events()
+        names = {"initial": partner(pair, "n2"), "failover": partner(pair, "n1"), "process": f"app-{k}"}
+        return [
+            check_mir_1(events, **names),
+            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+            check_mir_5(events, **names, login_timeout=lt, tolerance=TOL),
+        ]
+
+    check(judge_with_stall_retry(history, scenario))
