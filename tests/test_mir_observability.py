@@ -227,32 +227,39 @@ def test_no_sequence_rule_violates_on_unobserved_refusals(rule: str) -> None:
 
 # ------------------------------------------------------------------------------ MIR-4: give-ups
 
-def never_tries_host_2(lt: float = 2.0) -> Hist:
-    """First partner black-holed: the client holds its one attempt for the whole login timeout and
-    fails, never trying the failover partner (asyncpg / postgres.js behaviour, issue 16)."""
+def first_black_holed(held_until: float, *, tries_host_2: bool) -> list[Event]:
+    """``Server=n1`` black-holed, the principal n2 behind the failover partner, LT = 2 s: the client
+    holds its attempt on n1 until ``held_until``, then either opens on n2 or fails without trying it
+    (with ``held_until`` = the login timeout: the asyncpg / postgres.js behaviour of issue 16)."""
     h = Hist()
     h.up(principal="n2")
     h.open(10.0)
-    h.conn(A, 10.0005, 10.0 + lt, by="client")
-    h.end(10.0 + lt + 0.001, "fail", reason="timeout")
-    return h
+    h.conn(A, 10.0005, held_until, by="client")
+    if tries_host_2:
+        h.conn(B, held_until + 0.0005, None)
+        h.end(held_until + 0.01)
+    else:
+        h.end(held_until + 0.001, "fail", reason="timeout")
+    return h.events
 
 
 def test_mir_4_give_up_without_trying_the_other_partner_is_a_violation() -> None:
-    v = check_mir_4(never_tries_host_2().events, **P, login_timeout=2.0)
+    v = check_mir_4(first_black_holed(12.0, tries_host_2=False), **P, login_timeout=2.0)
     assert v.valid is False
     assert "retry time 0.160 s expired at +0.161 s (held until +2.000 s)" in v.observed
     assert "without ever trying the failover partner" in v.observed and 1 in v.evidence
 
 
 def test_mir_4_correct_client_behind_a_black_hole_is_kept() -> None:
-    h = Hist()
-    h.up(principal="n2")
-    h.open(10.0)
-    h.conn(A, 10.0005, 10.1605, by="client")
-    h.conn(B, 10.161, None)
-    h.end(10.17)
-    assert check_mir_4(h.events, **P, login_timeout=2.0).valid is True
+    assert check_mir_4(first_black_holed(10.1605, tries_host_2=True), **P, login_timeout=2.0).valid is True
+
+
+def test_mir_4_late_failover_that_opens_is_left_to_mir_5() -> None:
+    """Held past its retry time, then the failover partner opens: MIR-4 alternation holds; MIR-5 catches
+    the hold."""
+    events = first_black_holed(12.0, tries_host_2=True)
+    assert check_mir_4(events, **P, login_timeout=2.0).valid is True
+    assert check_mir_5(events, **P, login_timeout=2.0).valid is False
 
 
 def test_mir_4_last_attempt_cut_at_the_login_timeout_is_not_a_give_up() -> None:
@@ -265,19 +272,6 @@ def test_mir_4_last_attempt_cut_at_the_login_timeout_is_not_a_give_up() -> None:
         t += held
     h.end(1.0, "fail", reason="timeout")
     assert check_mir_4(h.events, **P, login_timeout=1.0).valid is True
-
-
-def test_mir_4_late_failover_that_opens_is_left_to_mir_5() -> None:
-    """Held past its retry time, then the failover partner opens: MIR-4 alternation holds; MIR-5 catches
-    the hold."""
-    h = Hist()
-    h.up(principal="n2")
-    h.open(10.0)
-    h.conn(A, 10.0005, 12.0, by="client")
-    h.conn(B, 12.001, None)
-    h.end(12.01)
-    assert check_mir_4(h.events, **P, login_timeout=2.0).valid is True
-    assert check_mir_5(h.events, **P, login_timeout=2.0).valid is False
 
 
 # ------------------------------------------------------------------- readable standbys (MIR-4/10)

@@ -26,7 +26,9 @@ from harness.workload.mirroring import (
     BackgroundOpen,
     connstring,
     judge_with_stall_retry,
+    open_during,
     partner,
+    partners,
     try_open,
     wait_until,
 )
@@ -203,12 +205,10 @@ def test_refused_first_partner_seen_from_outside(pair: Pair, faults: Faults, his
     is judged as well. Where the capture is unavailable (not root), such a client gets *unknown*
     (a harness error), never a violation (OBS-1)."""
     lt = 2.0
-    with faults.partition("n2", how="refuse"):
-        bg = BackgroundOpen(client, connstring(pair, "n2", "n1", login_timeout=lt), history, label="n2 refused")
-        bg.wait(lt + GRACE)
-    bg.finish(10.0).close()
+    open_during(client, connstring(pair, "n2", "n1", login_timeout=lt), history, [faults.partition("n2", how="refuse")],
+                wait=lt + GRACE, label="n2 refused").close()
     events = history.events()
-    names = {"initial": partner(pair, "n2"), "failover": partner(pair, "n1"), "process": "app"}
+    names = partners(pair, "n2", "n1", "app")
     check([
         check_mir_1(events, **names, use_client_view=False),  # judged on what the harness saw itself
         check_mir_4(events, **names, login_timeout=lt, tolerance=TOL, use_client_view=False),
@@ -238,7 +238,7 @@ def test_readable_standby_first_is_not_a_connection_to_the_principal(pair: Pair,
     history.record("client.outcome", process="app", f="execute", label="pg_is_in_recovery()",
                    value=str(in_recovery))
     events = history.events()
-    names = {"initial": partner(pair, "n2"), "failover": partner(pair, "n1"), "process": "app"}
+    names = partners(pair, "n2", "n1", "app")
     check([
         check_mir_1(events, **names),
         check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),

@@ -20,7 +20,14 @@ from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
 from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_7, check_mir_8
 from harness.rules.verdict import Verdict
-from harness.workload.mirroring import BackgroundOpen, connstring, judge_with_stall_retry, partner
+from harness.workload.mirroring import (
+    BackgroundOpen,
+    connstring,
+    judge_with_stall_retry,
+    open_during,
+    partner,
+    partners,
+)
 
 TOL = 0.020
 GRACE = 1.0
@@ -75,12 +82,10 @@ def test_retry_delays_stay_at_one_second_after_round_five(group: Group, history:
     lt = 5.0
 
     def scenario(k: int) -> list[Verdict]:
-        bg = BackgroundOpen(make_client(f"app-{k}"), connstring(group, "n2", "n3", login_timeout=lt), history,
-                            label="delays to the cap")
-        bg.wait(lt + GRACE)
-        bg.finish(10.0)
+        open_during(make_client(f"app-{k}"), connstring(group, "n2", "n3", login_timeout=lt), history,
+                    wait=lt + GRACE, label="delays to the cap")
         events = history.events()
-        names = {"initial": partner(group, "n2"), "failover": partner(group, "n3"), "process": f"app-{k}"}
+        names = partners(group, "n2", "n3", f"app-{k}")
         return [
             check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
             _to_the_cap(check_mir_7(events, **names, tolerance=TOL)),

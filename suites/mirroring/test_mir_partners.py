@@ -15,7 +15,15 @@ import pytest
 from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
 from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_9, check_mir_10
-from harness.workload.mirroring import BackgroundOpen, client_address, client_variant, connstring, partner, try_open
+from harness.workload.mirroring import (
+    BackgroundOpen,
+    client_address,
+    client_variant,
+    connstring,
+    partner,
+    partners,
+    try_open,
+)
 
 LT = 1.0
 GRACE = 1.0
@@ -147,7 +155,7 @@ def test_redirected_then_reopened_in_a_pair(pair: Pair, faults: Faults, history:
     _open_and_close(client, text, history, "1: redirected to B")
     _open_and_close(client, text, history, "2: reopened")
     events = history.events()
-    names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": "app"}
+    names = partners(pair, "n1", "n2", "app")
     check([
         check_mir_1(events, **names),
         check_mir_4(events, **names, login_timeout=LT),

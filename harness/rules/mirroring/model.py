@@ -281,6 +281,17 @@ def _owners(opens: Sequence[Open], t: float, process: Any = None) -> list[Open]:
     ]
 
 
+def _single_owner(opens: Sequence[Open], t: float) -> Open | None:
+    """The one open whose window holds a connection seen at ``t``; None when there is none - or when
+    there are several, which are then marked ambiguous (undecidable)."""
+    own = _owners(opens, t)
+    if len(own) > 1:
+        for o in own:
+            o.ambiguous = True
+        return None
+    return own[0] if own else None
+
+
 def _proxy_connections(ev: list[Event]) -> tuple[dict[_Key, Event], dict[_Key, Event], set[_Key]]:
     """The proxies' ``conn.accepted`` and ``conn.closed`` per ``(proxy, conn_id)``, and the keys of
     the connections whose upstream refused them."""
@@ -329,12 +340,9 @@ def _attach_proxy_attempts(
         role = _role_of(event_ids(acc), initial, failover)
         if role is None:
             continue
-        own = _owners(opens, acc.t)
-        if len(own) > 1:
-            for o in own:
-                o.ambiguous = True
-        elif own:
-            own[0].attempts.append(_proxy_attempt(acc, closed.get(key), role, refused=key in upfail))
+        owner = _single_owner(opens, acc.t)
+        if owner is not None:
+            owner.attempts.append(_proxy_attempt(acc, closed.get(key), role, refused=key in upfail))
 
 
 def _attach_refused_attempts(
@@ -350,14 +358,10 @@ def _attach_refused_attempts(
         role = _role_of(ids, initial, failover)
         if role is None:
             continue
-        own = _owners(opens, e.t)
-        if len(own) > 1:
-            for o in own:
-                o.ambiguous = True
-            continue
-        if own:
+        owner = _single_owner(opens, e.t)
+        if owner is not None:
             end = e.t + float(e.get("seconds") or 0.0)
-            own[0].attempts.append(
+            owner.attempts.append(
                 Attempt(0, role, e.t, end, "refused", "capture", (e.index,), ids, proxy=e.get("proxy"),
                         peer=str(e.get("client")) if e.get("client") else None)
             )
