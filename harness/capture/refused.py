@@ -112,6 +112,53 @@ def _open_socket(interface: str) -> socket.socket:
     return sock
 
 
+def _probe_syn_time(sock: socket.socket, port: int, wait: float) -> float | None:
+    """The converted kernel time of the first SYN to ``127.0.0.1:port`` queued on ``sock``."""
+    deadline = time.monotonic() + wait
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([sock], [], [], remaining)[0]:
+            return None
+        offset = clock_offset()
+        try:
+            data, ancillary, _, _ = sock.recvmsg(SNAPLEN, 64)
+        except BlockingIOError:
+            continue
+        seg = parse_ipv4_tcp(data)
+        wall = _kernel_time(ancillary)
+        if seg is not None and seg.is_syn and seg.dst == ("127.0.0.1", port) and wall is not None:
+            return wall - offset
+
+
+def await_kernel_stamps(sock: socket.socket, timeout: float = 2.0) -> dict[str, float]:
+    """Make sure the kernel timestamps packets when it receives them, before trusting its stamps.
+
+    Linux turns receive timestamps on a moment after the first socket asks for them (a static key
+    flipped from a work queue); until then a packet is stamped when the capture *reads* it, which can
+    be milliseconds late. So: connect to a port that is bound but not listening (refused at once)
+    until the captured SYN's time lies between the timestamps taken just before and just after the
+    ``connect()`` call. Returns that probe's ``syn_lag`` (SYN − before) and ``span`` (after − before)
+    in seconds; CaptureUnavailable if the stamps never fall inside within ``timeout``."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused, the port stays ours
+        port = closed.getsockname()[1]
+        deadline = time.monotonic() + timeout
+        seen: float | None = None
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                before = time.monotonic()
+                with contextlib.suppress(ConnectionRefusedError):
+                    probe.connect(("127.0.0.1", port))
+                after = time.monotonic()
+            syn = _probe_syn_time(sock, port, 0.2)
+            if syn is not None and before <= syn <= after:
+                return {"syn_lag": round(syn - before, 9), "span": round(after - before, 9)}
+            seen = syn if syn is None else syn - after
+            time.sleep(0.005)
+    late = "no SYN captured" if seen is None else f"the last probe SYN was stamped {seen * 1000:.3f} ms after connect()"
+    raise CaptureUnavailable(f"the kernel did not timestamp captured packets on receive within {timeout:g} s ({late})")
+
+
 class RefusedConnectCapture:
     """Watches ``targets`` on ``interface`` and calls ``deliver`` with one ``conn.refused``
     :class:`Observation` per refused connect (fields: ``listen``, ``proxy``, ``node``, ``client``,
@@ -136,6 +183,7 @@ class RefusedConnectCapture:
         self.error: str | None = None
         self.refused = 0
         self._drops = 0
+        self.probe: dict[str, float] = {}
 
     @property
     def method(self) -> str:
@@ -143,8 +191,15 @@ class RefusedConnectCapture:
         return f"{METHOD}:{self.interface}"
 
     def start(self) -> RefusedConnectCapture:
-        """Open the socket and start the reader thread (CaptureUnavailable when it cannot)."""
+        """Open the socket, wait until the kernel stamps its packets (:func:`await_kernel_stamps`) and
+        start the reader thread (CaptureUnavailable when any of it cannot be done)."""
         self._sock = _open_socket(self.interface)
+        try:
+            self.probe = await_kernel_stamps(self._sock)
+        except BaseException:
+            self._sock.close()
+            self._sock = None
+            raise
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._thread = threading.Thread(target=self._run, name="refused-capture", daemon=True)

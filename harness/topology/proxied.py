@@ -178,10 +178,10 @@ class _CaptureFeed:
         except CaptureUnavailable as exc:
             self._status(False, str(exc), capture.method)
             return
-        self._status(True, None, capture.method)
+        self._status(True, None, capture.method, probe=capture.probe)
 
-    def _status(self, available: bool, reason: str | None, method: str) -> None:
-        fields = {"available": available, "method": method, "reason": reason, "targets": self._targets}
+    def _status(self, available: bool, reason: str | None, method: str, **extra: object) -> None:
+        fields = {"available": available, "method": method, "reason": reason, "targets": self._targets, **extra}
         self._callback(Observation(time.monotonic(), "harness.capture", fields))
 
     def settle(self, timeout: float) -> None:
