@@ -137,6 +137,12 @@ class ClientStartError(HarnessError):
     """A client under test could not be started (a harness problem, never a rule verdict)."""
 
 
+class CaptureUnavailable(HarnessError):
+    """The refused-connect packet capture cannot run here (not Linux, not root, no socket); the
+    message says why. Never raised into a test: the topology records it as ``harness.capture``
+    (``available: false``) and the checkers that need the capture answer *unknown* (OBS-1)."""
+
+
 # ---- verdicts ----------------------------------------------------------------------------------
 
 
@@ -194,3 +200,4 @@ class BackendError(Exception):
 
 class ScramError(Exception):
     """A SCRAM exchange failed (bad proof, bad nonce, malformed message)."""
+

@@ -436,6 +436,26 @@ def test_principal_first_then_redirect_through_inactive_mirror(pair: Any) -> Non
     assert mir.check_mir_4(h2.events(), **params, login_timeout=2.0).valid is True
 
 
+@timing_sensitive()
+def test_mir_9_redirected_open_in_a_pair_caches_the_server_it_reached(pair: Any) -> None:
+    """MIR-9 (interpretation, RULEBOOK): ``Server=<mirror>; Failover Partner=<principal>`` - the open
+    is redirected to the principal, whose mirror is the initial partner; the client caches the
+    principal (the server it is connected to), not the initial partner a second time, so the next
+    open goes initial (inactive) → failover (the principal) again, in both variants."""
+    for variant in ("native", "managed"):
+        h = History()
+        client = ReferenceMirroringClient(variant, history=h, process=variant)
+        spec = spec_for(_addr(pair.mirror), _addr(pair.principal), 2.0)
+        client.open(spec).close()
+        assert str(client.cached_failover(spec)).replace(",", ":") == _addr(pair.principal)
+        with client.open(spec) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()") == [(False,)]
+        per_open: dict[Any, list[str]] = {}
+        for e in h.events("attempt.start"):
+            per_open.setdefault(e.get("op_id"), []).append(e.get("target"))
+        assert list(per_open.values()) == [["initial", "failover"], ["initial", "failover"]], per_open
+
+
 def test_unknown_database_fails_at_once_with_error(pair: Any) -> None:
     client = ReferenceMirroringClient()
     t = time.monotonic()

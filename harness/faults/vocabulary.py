@@ -15,7 +15,9 @@ Network faults act on the fault proxy in front of a node (:class:`harness.topolo
 
 * ``partition(node, how="blackhole")``: a ``timeout`` toxic with timeout 0 on both streams - the
   client's TCP connect succeeds but nothing ever answers (how SQL Server retry times are observed).
-* ``partition(node, how="refuse")``: the proxy is disabled - connects get ECONNREFUSED at once.
+* ``partition(node, how="refuse")``: the proxy is disabled - connects get ECONNREFUSED at once. No
+  proxy sees them; the refused-connect capture does (``conn.refused``), and the fault's ``params``
+  name the ``proxy`` and its ``listen`` address so that a checker knows whose connects were refused.
 * ``partition(node, how="reset")``: a ``reset_peer`` toxic - the first bytes get a TCP RST.
 
 Server faults (stop, kill, pause) and role operations (switchover, failover) act on the topology.
@@ -189,6 +191,7 @@ class Faults:
             how = params.get("how", "blackhole")
             if how == "refuse":
                 self._links.client.disable_proxy(self._proxy(node))
+                params = {**params, **self._refused_at(node)}
             else:
                 self._add_toxics("partition", fid, node, self._partition_toxics(how))
         elif fault == "latency":
@@ -199,6 +202,12 @@ class Faults:
         else:
             raise ConfigError(f"no persistent form of fault {fault!r}")
         self._record("fault.start", fault=fault, id=fid, node=node, params=params)
+
+    def _refused_at(self, node: str) -> dict[str, str]:
+        """What a ``refuse`` partition of ``node`` disables: its client ``proxy`` and ``listen`` address
+        (recorded in the fault's params: the MIR checkers tie refused connects to a partner by them)."""
+        host, port = self.topology.node(node).client_address
+        return {"proxy": self._proxy(node), "listen": f"{host}:{port}"}
 
     @staticmethod
     def _partition_toxics(how: str) -> list[dict[str, Any]]:
@@ -228,11 +237,12 @@ class Faults:
         if how == "refuse":
             proxy = self._proxy(node)
             client = self._links.client
-            with self._recorded("partition", node, {"how": how}):
+            with self._recorded("partition", node, {"how": how, **self._refused_at(node)}):
                 client.disable_proxy(proxy)
                 try:
                     yield
                 finally:
+                    self.topology.settle_observations()  # every refused connect is in the history
                     client.enable_proxy(proxy)
             return
         with self._toxics("partition", node, self._partition_toxics(how), {"how": how}):

@@ -165,6 +165,10 @@ def _build(events: list[Event]) -> _Model:
             conns[c.key] = c
             model.conns.append(c)
             node_lane(c.lane)
+        elif kind == "conn.refused":  # seen by the packet capture: an instant refused connection
+            c = _Conn(("refused", e.index), e, closed=e, upstream_failed=e)
+            model.conns.append(c)
+            node_lane(c.lane)
         elif kind.startswith("conn."):
             c = conns.get((e.get("proxy"), e.get("conn_id")))
             if c is None:
@@ -596,6 +600,16 @@ class _Svg:
         close = _close_category(c)
         t_end = c.closed.t if c.closed is not None else m.t1
         a = c.accepted
+        if a.type == "conn.refused":
+            lines = [f"connect refused at proxy {a.get('proxy')} (disabled), seen by the packet capture",
+                     f"SYN {self.when(a.t)} from {a.get('client')} to {a.get('listen')}, RST "
+                     f"{_fmt_s(float(a.get('seconds') or 0.0))} later"]
+            if c.attempt is not None:
+                lines.append(f"client session {c.attempt.process}, attempt {c.attempt.start.get('attempt')}"
+                             f" ({c.attempt.start.get('target')})")
+            self.bar(g, a.t, a.t, y, h, OUTCOMES["refused"][0], "\n".join(lines), "bar conn conn-refused", None,
+                     indices=[a.index])
+            return
         lines = [f"connection {a.get('conn_id')} via proxy {a.get('proxy')}"
                  + (f" to node {a.get('node')}" if a.get("node") else ""),
                  f"outcome: {OUTCOMES[outcome][1]}",

@@ -58,6 +58,16 @@ def _environment(config: pytest.Config, topo: Topology) -> None:
                     fault_proxy__version=proxy.get("version") or "-")
 
 
+def _capture_environment(config: pytest.Config, history: History) -> None:
+    """Say in the report environment whether refused connects were observed (``harness.capture``,
+    OBS-1): ``refused_connect_capture=af_packet:lo`` or ``unavailable: <reason>``."""
+    status = history.events("harness.capture")
+    if status:
+        last = status[-1]
+        add_environment(config, refused_connect_capture=last.get("method") if last.get("available")
+                        else f"unavailable: {last.get('reason')}")
+
+
 @pytest.fixture
 def _topology_factory(request: pytest.FixtureRequest, history: History) -> Iterator[Callable[[int], Topology]]:
     opts = request.config.stash[OPTIONS_KEY]
@@ -71,6 +81,7 @@ def _topology_factory(request: pytest.FixtureRequest, history: History) -> Itera
         started.append(topo)  # the topology forwards the fault proxy's connection events to history
         history.meta.setdefault("topology", topo.describe())
         _environment(request.config, topo)
+        _capture_environment(request.config, history)
         return topo
 
     yield make

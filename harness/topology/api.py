@@ -154,6 +154,11 @@ class Topology(abc.ABC):
     def keep(self) -> None:
         """Leave the servers up after this process ends (``--keep-on-failure``)."""
 
+    def settle_observations(self, timeout: float = 2.0) -> None:
+        """Return once every connection event observed so far is in the history (the refused-connect
+        capture runs beside the fault proxy and may lag it by a wake-up; OBS-1)."""
+        self.links.settle(timeout)
+
     @abc.abstractmethod
     def register_process(self, name: str, pid: int, remove: bool = False) -> None:
         """Make a process started in front of the topology (a pooler, a proxy) part of the run, so

@@ -39,6 +39,10 @@ class Links(Protocol):
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         """Deliver connection events to ``callback`` until the returned function is called."""
 
+    def settle(self, timeout: float = 2.0) -> None:
+        """Deliver every connection event observed so far before returning (observers that run
+        beside the proxy, such as the refused-connect capture, may lag behind it)."""
+
     def teardown(self) -> None:
         """Remove what :meth:`setup` created."""
 
@@ -66,6 +70,9 @@ class DirectLinks:
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         """No events: nothing observes direct connections."""
         return lambda: None
+
+    def settle(self, timeout: float = 2.0) -> None:
+        """Nothing to deliver."""
 
     def teardown(self) -> None:
         """Nothing to remove."""

@@ -7,6 +7,7 @@ Every operation takes the run's lock and re-reads the run's state file, so the f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -244,7 +245,9 @@ class LocalTopology(Topology):
         return self
 
     def _forward_proxy_events(self) -> None:
-        """Record the fault proxy's connection events into the history (when both exist)."""
+        """Record the links' connection events into the history (when both exist): the fault proxy's
+        ``conn.*``, the refused-connect capture's ``conn.refused`` and its ``harness.capture``
+        status (docs/events.md)."""
         if self.history is None:
             return
         history = self.history
@@ -255,6 +258,8 @@ class LocalTopology(Topology):
         if not self.run_id:
             return
         if self._unsubscribe is not None:
+            with contextlib.suppress(Exception):  # a late observation must not stop the teardown
+                self.settle_observations()
             self._unsubscribe()
             self._unsubscribe = None
         try:

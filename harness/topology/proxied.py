@@ -9,7 +9,13 @@ be cut.
 
 The proxy server is the one :func:`harness.toxiproxy.select.start_fault_proxy` picks (TOXIPROXY_URL >
 toxiproxy-server on PATH > embedded). A detached run (``up --detach``) needs a server that outlives
-the command: there the embedded server runs as its own background process, recorded in the run."""
+the command: there the embedded server runs as its own background process, recorded in the run.
+
+What the proxies cannot see - a connect refused because a proxy is disabled (``partition
+how=refuse``) - a packet capture on the loopback interface sees (:mod:`harness.capture`): a
+subscriber gets its ``conn.refused`` events beside the proxy's ``conn.*`` ones, and one
+``harness.capture`` event saying whether the capture runs (``FAILOVER_HARNESS_CAPTURE=off`` turns it
+off)."""
 
 from __future__ import annotations
 
@@ -22,12 +28,15 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.errors import ConfigError, ProxyError
+from harness.capture import CaptureTarget, Observation, RefusedConnectCapture
+from harness.errors import CaptureUnavailable, ConfigError, ProxyError
 from harness.topology.links import Address, DirectLinks, Links
 from harness.topology.state import LinksState, ProcessRecord, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.models import ConnEvent, split_hostport
 from harness.toxiproxy.select import FaultProxyHandle, start_fault_proxy
+
+CAPTURE_ENV = "FAILOVER_HARNESS_CAPTURE"
 
 
 class ProxiedLinks:
@@ -51,6 +60,8 @@ class ProxiedLinks:
         self._run_id: str | None = None
         self._nodes: list[str] = []
         self._created: list[str] = []
+        self._targets: list[CaptureTarget] = []
+        self._captures: list[_CaptureFeed] = []
 
     # ------------------------------------------------------------------ names and addresses
     def client_proxy(self, node: str) -> str:
@@ -76,6 +87,7 @@ class ProxiedLinks:
         self._run_id = state.run
         self._nodes = [n.name for n in state.nodes]
         if state.links.proxies:
+            self._remember_targets(state)
             return  # attached: the proxies exist already
         principal = state.principal()
         names: dict[str, ProxyNames] = {}
@@ -91,6 +103,11 @@ class ProxiedLinks:
                                  version=self.version, description=self.description, proxies=names)
         if self._process:
             state.processes.append(self._process)
+        self._remember_targets(state)
+
+    def _remember_targets(self, state: RunState) -> None:
+        """The client-facing listen addresses the refused-connect capture watches."""
+        self._targets = [CaptureTarget(p.client_listen, p.client, node) for node, p in state.links.proxies.items()]
 
     def client_address(self, state: RunState, node: str) -> Address:
         """The client-facing proxy's listen address."""
@@ -113,6 +130,9 @@ class ProxiedLinks:
 
     def teardown(self) -> None:
         """Delete this run's proxies and stop the proxy server if this process started it."""
+        for feed in self._captures:
+            feed.stop()
+        self._captures.clear()
         try:
             for name in self._created:
                 with contextlib.suppress(ProxyError):
@@ -122,11 +142,64 @@ class ProxiedLinks:
                 self._owner.close()
                 self._owner = None
 
-    def subscribe(self, callback: Callable[[ConnEvent], None]) -> Callable[[], None]:
-        """Connection events of the proxy server (a no-op where the server has none)."""
-        if self.handle is None:
-            return lambda: None
-        return self.handle.subscribe(callback)
+    def subscribe(self, callback: Callable[[ConnEvent | Observation], None]) -> Callable[[], None]:
+        """Connection events of the proxy server (none where the server has no event stream), plus the
+        refused connects at the client-facing listen addresses (``conn.refused``) and one
+        ``harness.capture`` event saying whether that capture runs, all to ``callback``."""
+        unsubscribe = self.handle.subscribe(callback) if self.handle is not None else (lambda: None)
+        feed = _CaptureFeed(self._targets, callback)
+        self._captures.append(feed)
+
+        def stop() -> None:
+            unsubscribe()
+            feed.stop()
+            if feed in self._captures:
+                self._captures.remove(feed)
+
+        return stop
+
+    def settle(self, timeout: float = 2.0) -> None:
+        """Deliver every refused connect observed so far (a capture found incomplete is reported to
+        its subscriber as ``harness.capture`` with ``available: false``)."""
+        for feed in list(self._captures):
+            feed.settle(timeout)
+
+
+class _CaptureFeed:
+    """One subscriber's refused-connect capture and its ``harness.capture`` status events."""
+
+    def __init__(self, targets: list[CaptureTarget], callback: Callable[[Observation], None]) -> None:
+        self._callback = callback
+        self._capture: RefusedConnectCapture | None = None
+        self._targets = [{"listen": t.listen, "proxy": t.proxy, "node": t.node} for t in targets]
+        capture = RefusedConnectCapture(targets, callback)
+        try:
+            if os.environ.get(CAPTURE_ENV, "").strip().lower() in ("0", "off", "no", "false"):
+                raise CaptureUnavailable(f"turned off by {CAPTURE_ENV}={os.environ[CAPTURE_ENV]}")
+            if not targets:
+                raise CaptureUnavailable("no client-facing proxy to watch")
+            self._capture = capture.start()
+        except CaptureUnavailable as exc:
+            self._status(False, str(exc), capture.method)
+            return
+        self._status(True, None, capture.method, probe=capture.probe)
+
+    def _status(self, available: bool, reason: str | None, method: str, **extra: object) -> None:
+        fields = {"available": available, "method": method, "reason": reason, "targets": self._targets, **extra}
+        self._callback(Observation(time.monotonic(), "harness.capture", fields))
+
+    def settle(self, timeout: float) -> None:
+        if self._capture is None:
+            return
+        reason = self._capture.settle(timeout)
+        if reason is not None:  # incomplete from here on: say so once and stop watching
+            self._status(False, reason, self._capture.method)
+            self.stop()
+
+    def stop(self) -> None:
+        if self._capture is not None:
+            self._capture.stop()
+            self._capture = None
 
 
 def start_proxied_links(detached: bool = False, kind: str | None = None) -> ProxiedLinks:
