@@ -7,10 +7,23 @@ import argparse
 import time
 
 from harness.errors import ConfigError
-from harness.faults.vocabulary import Faults
+from harness.faults.vocabulary import Faults, milliseconds
 from harness.topology import OperationResult, Topology
 
 NETWORK_ACTIONS = ("partition", "latency", "heal")
+
+
+def latency_args(args: argparse.Namespace) -> tuple[int, int]:
+    """``fault latency NODE MS [--jitter MS]`` as whole milliseconds, checked before the run is touched
+    (finite, 0 to one day: a bad number is a one-line ConfigError, never an overflow in the proxy)."""
+    if args.value is None:
+        raise ConfigError(f"'fault latency' needs milliseconds, e.g. 'fault --run {args.run} latency n1 200'")
+    try:
+        ms = float(args.value)
+    except ValueError:
+        raise ConfigError(f"latency must be a number of milliseconds, not {args.value!r}; "
+                          f"e.g. 'fault --run {args.run} latency n1 200'") from None
+    return milliseconds("fault latency MS", ms), milliseconds("--jitter", args.jitter)
 
 
 def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationResult:
@@ -28,14 +41,7 @@ def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationRe
     if action == "partition":
         faults.apply_persistent("partition", args.node, how=args.how)
     else:
-        if args.value is None:
-            raise ConfigError(f"'fault latency' needs milliseconds, e.g. 'fault --run {args.run} latency n1 200'")
-        try:
-            ms = float(args.value)
-        except ValueError:
-            raise ConfigError(f"latency must be a number of milliseconds, not {args.value!r}") from None
-        if ms < 0:
-            raise ConfigError("latency must be >= 0 ms")
-        faults.apply_persistent("latency", args.node, ms=ms, jitter=args.jitter)
+        ms, jitter = latency_args(args)
+        faults.apply_persistent("latency", args.node, ms=ms, jitter=jitter)
     seconds = time.monotonic() - t0
     return OperationResult(action, args.node, wall0, wall0 + seconds, seconds, topo.principal.name)

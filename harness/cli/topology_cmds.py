@@ -89,8 +89,12 @@ ROLE_ACTIONS = ("switchover", "failover", "rejoin")
 
 def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
-    topo = LocalTopology.attach(args.run)
     action = args.action
+    if action == "latency":
+        from harness.cli.fault_network import latency_args
+
+        latency_args(args)  # bad numbers are refused before the run is touched
+    topo = LocalTopology.attach(args.run)
     if action in ROLE_ACTIONS:
         result = getattr(Faults(topo), action)(args.node).result
     elif action in NODE_ACTIONS:

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError, MissingDependencyError
-from harness.paths import repo_root, reports_dir
+from harness.paths import repo_root, reports_dir, unwritable_reason
 from harness.report.allure import collect_environment, write_categories, write_environment
 
 
@@ -90,6 +90,11 @@ def build_report(results: Path | None = None, output: Path | None = None, *, sin
     if not results.is_dir():
         raise ConfigError(f"no Allure results at {results}; run the suites with --alluredir {results} "
                           "(make chaos does) or pass --results")
+    for folder, option in ((output, "--output"), (results, "--results")):
+        reason = unwritable_reason(folder)
+        if reason:
+            raise ConfigError(f"cannot write the report into {folder} ({reason}); choose a folder you can write "
+                              f"with {option}")
     allure = allure_binary()
     java = java_binary()
     carry_trend_history(output, results)
