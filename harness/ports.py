@@ -67,3 +67,15 @@ def allocate_port(host: str = "127.0.0.1", owner: int | None = None) -> int:
 def release_port(port: int) -> None:
     """Drop the reservation of ``port`` (the port itself is closed by whoever used it)."""
     (_ports_dir() / str(port)).unlink(missing_ok=True)
+
+
+def hand_over(ports: list[int], owner: int) -> None:
+    """Make ``owner`` the holder of these reservations (atomically, file by file), so that a run that
+    outlives the process which reserved its ports (``up --detach``) keeps them reserved until it is
+    torn down; ports without a reservation are left alone."""
+    for port in ports:
+        path = _ports_dir() / str(port)
+        if path.exists():
+            tmp = path.with_name(f".{port}.{os.getpid()}.tmp")
+            tmp.write_text(str(owner))
+            os.replace(tmp, path)

@@ -73,13 +73,20 @@ def _print_human(desc: dict[str, Any]) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print a run's current roles and addresses."""
+    """Print a run's current roles and addresses, each process checked: ``dead`` for one that is gone."""
     topo = LocalTopology.attach(args.run)
-    desc = topo.describe()
+    desc = topo.status()
     if args.json:
         print(json.dumps(desc))
-    else:
-        _print_human(desc)
+        return 0
+    _print_human(desc)
+    print("  processes:")
+    for p in desc["processes"]:
+        pid = f"pid {p['pid']}" if p["pid"] else "-"
+        print(f"    {p['name']:16} {p['kind']:11} {pid:11} {p['state']:8} {p['detail']}".rstrip())
+    if desc["fault_proxy"].get("state") == "dead":
+        print(f"  clients cannot reach any node: the fault proxy is dead (tear down with "
+              f"'failover-harness down --run {desc['run']}' and start again with 'up')")
     return 0
 
 

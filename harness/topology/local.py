@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
-from harness.ports import allocate_port
+from harness.ports import allocate_port, hand_over
 from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
@@ -28,6 +28,7 @@ from harness.topology.process import RunAs, database_user, kill_group, pid_alive
 from harness.topology.proxied import links_of_run, make_links
 from harness.topology.run import (
     down_run,
+    find_reaper,
     load_state,
     locked,
     new_run_id,
@@ -198,8 +199,7 @@ class LocalTopology(Topology):
                              port=p, client_port=p, datadir=str(self.path / n / "data"))
                    for i, (n, p) in enumerate(zip(names, ports, strict=True))])
         save_state(self.path, self._state)
-        if not self.detached:
-            start_reaper(self.path, os.getpid())
+        reaper = start_reaper(self.path, os.getpid())  # a detached run's one holds its port reservations
         try:
             self.progress("preparing data-directory template")
             template = self.engine.template_dir(self.run_as)
@@ -225,6 +225,8 @@ class LocalTopology(Topology):
                 for n in names[1:]:
                     self._wait_streaming(n, principal)
                 save_state(self.path, self._state)
+            if self.detached:
+                hand_over(self._state.ports, reaper)  # this process exits; the run keeps its ports
         except BaseException:
             self.down()
             raise
@@ -329,6 +331,22 @@ class LocalTopology(Topology):
                 "version": self._state.version, "fault_proxy": fault_proxy,
                 "nodes": [n.to_dict() for n in self.nodes]}
 
+    def status(self) -> dict[str, Any]:
+        """:meth:`describe` with every process checked on the machine (nodes, fault proxy, reaper):
+        a node whose postmaster is gone says ``dead``, and ``processes`` lists each one's state."""
+        from harness.topology.health import run_processes
+
+        desc = self.describe()
+        processes = run_processes(self.path, self._state)
+        found = {p.name: p.state for p in processes if p.kind == "node"}
+        for node in desc["nodes"]:
+            node["state"] = found.get(node["name"], node["state"])
+        proxy = next((p for p in processes if p.kind == "fault-proxy"), None)
+        if proxy is not None:
+            desc["fault_proxy"]["state"] = proxy.state
+        desc["processes"] = [p.to_dict() for p in processes]
+        return desc
+
     def register_process(self, name: str, pid: int, remove: bool = False) -> None:
         """Make ``pid`` part of the run (stopped by :meth:`down`, ``down --run`` and the reaper)."""
         record_process(self.path, name, pid, pid, remove=remove)
@@ -341,6 +359,9 @@ class LocalTopology(Topology):
             self.refresh()
             self._state.detached = True
             save_state(self.path, self._state)
+        reaper = find_reaper(self.path)
+        if reaper:
+            hand_over(self._state.ports, reaper)
         self.links.teardown()
 
     # ------------------------------------------------------------------------------ operations

@@ -94,12 +94,18 @@ def record_process(path: Path, name: str, pid: int, pgid: int | None = None, rem
         save_state(path, state)
 
 
-def start_reaper(path: Path, owner_pid: int) -> None:
+def start_reaper(path: Path, owner_pid: int) -> int:
     """Start a watchdog that tears the run down if ``owner_pid`` dies without doing it (a crash or
-    SIGKILL of the test run). It exits by itself once the run directory is gone."""
-    subprocess.Popen([sys.executable, "-m", "harness.topology.reaper", str(path), str(owner_pid)],
+    SIGKILL of the test run), or holds a detached run's port reservations. It exits by itself once the
+    run directory is gone. Returns its PID."""
+    return subprocess.Popen([sys.executable, "-m", "harness.topology.reaper", str(path), str(owner_pid)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True)
+                     start_new_session=True, close_fds=True).pid
+
+
+def find_reaper(path: Path) -> int | None:
+    """The PID of the run's live reaper, or None when it is gone."""
+    return next((pid for pid in processes_mentioning(str(path)) if "harness.topology.reaper" in _cmdline(pid)), None)
 
 
 def down_run(path: Path) -> list[int]:
