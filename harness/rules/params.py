@@ -47,7 +47,7 @@ def type_text(hint: Any) -> str:
 
 def _example(name: str, text: str, default: Any) -> str:
     if default not in (None, inspect.Parameter.empty) and not isinstance(default, str):
-        return f"{name}={json.dumps(list(default) if isinstance(default, tuple) else default)}"
+        return f"{name}={json.dumps(list(default) if isinstance(default, tuple) else default, separators=(',', ':'))}"
     if "float" in text:
         return f"{name}=15"
     if "Sequence[str]" in text or "list[str]" in text:
@@ -73,9 +73,9 @@ def validate_params(rule_id: str, checker: Callable[..., Any], params: Mapping[s
         try:
             checked[name] = adapter.validate_python(value)
         except ValidationError as exc:
-            reason = exc.errors()[0]["msg"].replace("Input should be", "it should be")
-            raise ConfigError(f"{rule_id}: parameter {name}={_shown(value)} is not a valid {text} ({reason}); "
-                              f"give a {text}, e.g. {_example(name, text, default)}") from None
+            reason = exc.errors()[0]["msg"]
+            raise ConfigError(f"{rule_id}: parameter {name}={_shown(value)} is wrong ({reason}); it takes "
+                              f"{text}, e.g. {_example(name, text, default)}") from None
     return checked
 
 

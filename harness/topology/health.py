@@ -2,8 +2,8 @@
 detached fault-proxy server, poolers, proxies), the fault proxy's API and the run's reaper - checked
 against the machine, not read from the state file, so that ``status`` says ``dead`` for what is gone.
 
-A PID counts only if that process started after the run was created (a recycled PID of some other
-program is not the run's process)."""
+A PID counts only if that process did not start long before the run was created (a recycled PID of
+some other program is not the run's process)."""
 
 from __future__ import annotations
 
@@ -47,12 +47,17 @@ def _started_at(pid: int) -> float | None:
     return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
+#: How long before the run's ``created`` time its processes may start: the fault proxy of a detached run
+#: is started first (up to its 15 s start deadline on a busy machine); ``btime`` has a 1 s grain.
+START_MARGIN = 60.0
+
+
 def is_run_process(pid: int | None, created: float) -> bool:
-    """True when ``pid`` is alive and started after the run was created (``btime`` has 1 s grain)."""
+    """True when ``pid`` is alive and did not start long before the run was created."""
     if not pid or not pid_alive(pid):
         return False
     started = _started_at(pid)
-    return started is None or started >= created - 2
+    return started is None or started >= created - START_MARGIN
 
 
 def _fault_proxy(state: RunState, processes: list[ProcessStatus]) -> ProcessStatus | None:
@@ -65,7 +70,7 @@ def _fault_proxy(state: RunState, processes: list[ProcessStatus]) -> ProcessStat
     if recorded is not None and recorded.state == DEAD:
         return ProcessStatus("fault-proxy API", "fault-proxy", recorded.pid, DEAD,
                              f"{links.url} (its server process is gone)")
-    answers = ToxiproxyClient(links.url, timeout=1).is_available()
+    answers = ToxiproxyClient(links.url, timeout=5).is_available()  # refused at once when it is gone
     return ProcessStatus("fault-proxy API", "fault-proxy", recorded.pid if recorded else None,
                          RUNNING if answers else DEAD, links.url if answers else f"{links.url} does not answer")
 
