@@ -31,7 +31,7 @@ class VerdictRecord(BaseModel):
 
     model_config = _OPEN
     rule_id: str = Field(min_length=1)
-    valid: bool | None = None
+    valid: bool | Literal["unknown"] | None = None  # Verdict.valid: True, False or "unknown"
     status: str | None = None
     expected: str | None = None
     observed: str | None = None
