@@ -25,7 +25,6 @@ from typing import IO, Any
 
 from harness.errors import ConfigError
 from harness.history.core import Event, History
-from harness.history.schema import check_history_path, validate_header
 
 FORMAT = "failover-harness-history"
 VERSION = 1
@@ -79,6 +78,8 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Event
 
     Raises :class:`~harness.errors.ConfigError` naming the file and line for anything that is not a
     history. A torn *last* line (a run that crashed while writing) is skipped."""
+    from harness.history.schema import check_history_path, validate_header  # header and meta: a schema
+
     path = Path(path)
     check_history_path(path)
     try:

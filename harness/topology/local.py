@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
-from harness.ports import allocate_port, hand_over
+from harness.ports import allocate_port
 from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
@@ -225,15 +226,32 @@ class LocalTopology(Topology):
                 for n in names[1:]:
                     self._wait_streaming(n, principal)
                 save_state(self.path, self._state)
-            if self.detached:
-                hand_over(self._state.ports, reaper)  # this process exits; the run keeps its ports
         except BaseException:
             self.down()
             raise
         self._emit("mirroring.partner", node=self.principal.name, partner=self._partner_of_principal())
         self._emit("topology.up", topology=self.topology, seconds=time.monotonic() - t0,
                    nodes=[{k: v for k, v in n.to_dict().items() if k != "dsn"} for n in self.nodes])
+        if self.detached:  # this process exits now; the run keeps its ports until 'down'
+            self._hold_reservations(reaper, claim_fault_proxy=True)
         return self
+
+    def _hold_reservations(self, holder: int | None, claim_fault_proxy: bool = False) -> None:
+        """Hand the run's port reservations to ``holder`` (its reaper), for a run that outlives the
+        process which reserved them (``up --detach``, :meth:`keep`): a reservation naming a dead
+        process is free for the taking while a node is stopped. With ``claim_fault_proxy`` the
+        fault-proxy API port joins the run's ports when this process reserved it (a detached run's
+        background proxy server), so that ``down`` releases it too."""
+        from harness import ports
+
+        with locked(self.path):
+            self.refresh()
+            api = urlsplit(self._state.links.url or "").port if claim_fault_proxy else None
+            if api and api not in self._state.ports and ports.holder(api) == os.getpid():
+                self._state.ports.append(api)
+                save_state(self.path, self._state)
+            if holder:
+                ports.hand_over(self._state.ports, holder)
 
     def _forward_proxy_events(self) -> None:
         """Record the fault proxy's connection events into the history (when both exist)."""
@@ -359,9 +377,7 @@ class LocalTopology(Topology):
             self.refresh()
             self._state.detached = True
             save_state(self.path, self._state)
-        reaper = find_reaper(self.path)
-        if reaper:
-            hand_over(self._state.ports, reaper)
+        self._hold_reservations(find_reaper(self.path))
         self.links.teardown()
 
     # ------------------------------------------------------------------------------ operations

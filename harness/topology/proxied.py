@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from harness.errors import ConfigError, ProxyError
-from harness.ports import allocate_port, release_port
+from harness.ports import allocate_port
 from harness.topology.links import Address, DirectLinks, Links
 from harness.topology.state import LinksState, ProcessRecord, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
@@ -39,7 +39,7 @@ class ProxiedLinks:
 
     def __init__(self, client: ToxiproxyClient, proxy_kind: str, version: str,
                  handle: FaultProxyHandle | None = None, owner: contextlib.ExitStack | None = None,
-                 process: ProcessRecord | None = None, description: str = "", ports: list[int] | None = None) -> None:
+                 process: ProcessRecord | None = None, description: str = "") -> None:
         self.client = client
         self.proxy_kind = proxy_kind
         self.version = version
@@ -47,7 +47,6 @@ class ProxiedLinks:
         self.description = description or f"{proxy_kind} toxiproxy {version} at {client.url}"
         self._owner = owner
         self._process = process
-        self._ports = list(ports or [])  # reservations the run owns from setup() on (down releases them)
         self._run_id: str | None = None
         self._nodes: list[str] = []
         self._created: list[str] = []
@@ -91,7 +90,6 @@ class ProxiedLinks:
                                  version=self.version, description=self.description, proxies=names)
         if self._process:
             state.processes.append(self._process)
-        state.ports.extend(p for p in self._ports if p not in state.ports)
 
     def client_address(self, state: RunState, node: str) -> Address:
         """The client-facing proxy's listen address."""
@@ -143,12 +141,11 @@ def start_proxied_links(detached: bool = False, kind: str | None = None) -> Prox
         while not client.is_available():
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                release_port(port)
                 raise ProxyError(f"the embedded toxiproxy server did not start on port {port} "
                                  f"(exit code {proc.poll()})")
             time.sleep(0.02)
         return ProxiedLinks(client, "embedded", client.version(),
-                            process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid), ports=[port],
+                            process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid),
                             description=f"embedded Toxiproxy-compatible server {client.version()} at "
                                         f"{client.url} (background process {proc.pid})")
     stack = contextlib.ExitStack()
