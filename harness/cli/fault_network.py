@@ -13,17 +13,23 @@ from harness.topology import OperationResult, Topology
 NETWORK_ACTIONS = ("partition", "latency", "heal")
 
 
-def latency_args(args: argparse.Namespace) -> tuple[int, int]:
-    """``fault latency NODE MS [--jitter MS]`` as whole milliseconds, checked before the run is touched
-    (finite, 0 to one day: a bad number is a one-line ConfigError, never an overflow in the proxy)."""
-    if args.value is None:
-        raise ConfigError(f"'fault latency' needs milliseconds, e.g. 'fault --run {args.run} latency n1 200'")
+def _ms(what: str, text: str) -> int:
     try:
-        ms = float(args.value)
-    except ValueError:
-        raise ConfigError(f"latency must be a number of milliseconds, not {args.value!r}; "
-                          f"e.g. 'fault --run {args.run} latency n1 200'") from None
-    return milliseconds("fault latency MS", ms), milliseconds("--jitter", args.jitter)
+        return milliseconds(what, float(text))
+    except ValueError as exc:  # float() or the range check (ConfigError): argparse's one-line error
+        reason = str(exc) if isinstance(exc, ConfigError) else f"{what} must be a number of milliseconds, not {text!r}"
+        raise argparse.ArgumentTypeError(reason) from None
+
+
+def latency_ms(text: str) -> int:
+    """``fault latency NODE MS``: whole milliseconds, finite, 0 to one day - checked by argparse before
+    the run is touched (a bad number is one line, never an overflow in the fault proxy)."""
+    return _ms("latency", text)
+
+
+def jitter_ms(text: str) -> int:
+    """``--jitter MS``: like :func:`latency_ms`."""
+    return _ms("jitter", text)
 
 
 def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationResult:
@@ -41,7 +47,14 @@ def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationRe
     if action == "partition":
         faults.apply_persistent("partition", args.node, how=args.how)
     else:
-        ms, jitter = latency_args(args)
-        faults.apply_persistent("latency", args.node, ms=ms, jitter=jitter)
+        if args.value is None:
+            raise ConfigError(f"'fault latency' needs milliseconds, e.g. 'fault --run {args.run} latency n1 200'")
+        try:
+            ms = float(args.value)
+        except ValueError:
+            raise ConfigError(f"latency must be a number of milliseconds, not {args.value!r}") from None
+        if ms < 0:
+            raise ConfigError("latency must be >= 0 ms")
+        faults.apply_persistent("latency", args.node, ms=ms, jitter=args.jitter)
     seconds = time.monotonic() - t0
     return OperationResult(action, args.node, wall0, wall0 + seconds, seconds, topo.principal.name)

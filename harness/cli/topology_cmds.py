@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.errors import ConfigError
 from harness.faults import Faults
 from harness.topology import LocalTopology, resolve
@@ -73,9 +74,10 @@ def _print_human(desc: dict[str, Any]) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print a run's current roles and addresses, each process checked: ``dead`` for one that is gone."""
+    """Print a run's current roles and addresses."""
     topo = LocalTopology.attach(args.run)
-    desc = topo.status()
+    desc = topo.describe()
+    topo.check_processes(desc)  # each process checked: 'dead' for one that is gone, never a stale 'running'
     if args.json:
         print(json.dumps(desc))
         return 0
@@ -96,12 +98,8 @@ ROLE_ACTIONS = ("switchover", "failover", "rejoin")
 
 def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
-    action = args.action
-    if action == "latency":
-        from harness.cli.fault_network import latency_args
-
-        latency_args(args)  # bad numbers are refused before the run is touched
     topo = LocalTopology.attach(args.run)
+    action = args.action
     if action in ROLE_ACTIONS:
         result = getattr(Faults(topo), action)(args.node).result
     elif action in NODE_ACTIONS:
@@ -169,11 +167,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", help="switchover, failover, rejoin, stop, start, kill, pause, resume, "
                                   "partition, latency, heal")
     p.add_argument("node", nargs="?", help="node name (n1, n2, ...)")
-    p.add_argument("value", nargs="?", help="latency in ms")
+    p.add_argument("value", nargs="?", type=latency_ms, help="latency in ms (0 to one day)")
     p.add_argument("--mode", default="fast", choices=["fast", "immediate", "smart"], help="stop mode")
     p.add_argument("--scope", default="postmaster", choices=["postmaster", "all"], help="pause scope")
     p.add_argument("--how", default="blackhole", choices=["blackhole", "refuse", "reset"], help="partition kind")
-    p.add_argument("--jitter", type=float, default=0.0, help="latency jitter in ms")
+    p.add_argument("--jitter", type=jitter_ms, default=0, help="latency jitter in ms (0 to one day)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fault)
 

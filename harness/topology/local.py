@@ -226,32 +226,15 @@ class LocalTopology(Topology):
                 for n in names[1:]:
                     self._wait_streaming(n, principal)
                 save_state(self.path, self._state)
+            if self.detached:  # this process exits now; the run keeps its ports until 'down'
+                self._hold_reservations(reaper, claim_fault_proxy=True)
         except BaseException:
             self.down()
             raise
         self._emit("mirroring.partner", node=self.principal.name, partner=self._partner_of_principal())
         self._emit("topology.up", topology=self.topology, seconds=time.monotonic() - t0,
                    nodes=[{k: v for k, v in n.to_dict().items() if k != "dsn"} for n in self.nodes])
-        if self.detached:  # this process exits now; the run keeps its ports until 'down'
-            self._hold_reservations(reaper, claim_fault_proxy=True)
         return self
-
-    def _hold_reservations(self, holder: int | None, claim_fault_proxy: bool = False) -> None:
-        """Hand the run's port reservations to ``holder`` (its reaper), for a run that outlives the
-        process which reserved them (``up --detach``, :meth:`keep`): a reservation naming a dead
-        process is free for the taking while a node is stopped. With ``claim_fault_proxy`` the
-        fault-proxy API port joins the run's ports when this process reserved it (a detached run's
-        background proxy server), so that ``down`` releases it too."""
-        from harness import ports
-
-        with locked(self.path):
-            self.refresh()
-            api = urlsplit(self._state.links.url or "").port if claim_fault_proxy else None
-            if api and api not in self._state.ports and ports.holder(api) == os.getpid():
-                self._state.ports.append(api)
-                save_state(self.path, self._state)
-            if holder:
-                ports.hand_over(self._state.ports, holder)
 
     def _forward_proxy_events(self) -> None:
         """Record the fault proxy's connection events into the history (when both exist)."""
@@ -349,12 +332,12 @@ class LocalTopology(Topology):
                 "version": self._state.version, "fault_proxy": fault_proxy,
                 "nodes": [n.to_dict() for n in self.nodes]}
 
-    def status(self) -> dict[str, Any]:
-        """:meth:`describe` with every process checked on the machine (nodes, fault proxy, reaper):
-        a node whose postmaster is gone says ``dead``, and ``processes`` lists each one's state."""
+    def check_processes(self, desc: dict[str, Any]) -> dict[str, Any]:
+        """Complete a :meth:`describe` with every process checked on the machine (nodes, fault proxy,
+        reaper): a node whose postmaster is gone says ``dead``, ``fault_proxy.state`` says whether
+        its API answers, and ``processes`` lists each one's state (status tells the truth)."""
         from harness.topology.health import run_processes
 
-        desc = self.describe()
         processes = run_processes(self.path, self._state)
         found = {p.name: p.state for p in processes if p.kind == "node"}
         for node in desc["nodes"]:
@@ -369,6 +352,23 @@ class LocalTopology(Topology):
         """Make ``pid`` part of the run (stopped by :meth:`down`, ``down --run`` and the reaper)."""
         record_process(self.path, name, pid, pid, remove=remove)
         self.refresh()
+
+    def _hold_reservations(self, holder: int | None, claim_fault_proxy: bool = False) -> None:
+        """Hand the run's port reservations to ``holder`` (its reaper), for a run that outlives the
+        process which reserved them (``up --detach``, :meth:`keep`): a reservation naming a dead
+        process is free for the taking while a node is stopped. With ``claim_fault_proxy`` the
+        fault-proxy API port joins the run's ports when this process reserved it (a detached run's
+        background proxy server), so that ``down`` releases it too."""
+        from harness import ports
+
+        with locked(self.path):
+            self.refresh()
+            api = urlsplit(self._state.links.url or "").port if claim_fault_proxy else None
+            if api and api not in self._state.ports and ports.holder(api) == os.getpid():
+                self._state.ports.append(api)
+                save_state(self.path, self._state)
+            if holder:
+                ports.hand_over(self._state.ports, holder)
 
     def keep(self) -> None:
         """Leave the servers up after this process ends (``--keep-on-failure``): mark the run
