@@ -80,7 +80,8 @@ def carry_trend_history(previous_report: Path, results: Path) -> bool:
 def _require_writable(folder: Path, option: str) -> None:
     reason = unwritable_reason(folder)
     if reason:
-        raise ConfigError(f"cannot write the report into {folder} ({reason}); choose a folder you can write with {option}")
+        raise ConfigError(f"cannot write the report into {folder} ({reason}); choose a folder you can write "
+                          f"with {option}")
 
 
 def build_report(results: Path | None = None, output: Path | None = None, *, single_file: bool = True,
