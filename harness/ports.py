@@ -84,6 +84,26 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def holder(port: int) -> int | None:
+    """The PID named by the reservation of ``port``, or None when it is not reserved."""
+    try:
+        return int((_ports_dir() / str(port)).read_text() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def hand_over(ports: list[int], owner: int) -> None:
+    """Make ``owner`` the holder of these reservations (atomically, file by file), so that a run that
+    outlives the process which reserved its ports (``up --detach``) keeps them reserved until it is
+    torn down; ports without a reservation are left alone."""
+    for port in ports:
+        path = _ports_dir() / str(port)
+        if path.exists():
+            tmp = path.with_name(f".{port}.{os.getpid()}.tmp")
+            tmp.write_text(str(owner))
+            os.replace(tmp, path)
+
+
 def _try_reserve(port: int, owner: int) -> bool:
     path = _ports_dir() / str(port)
     for _ in range(2):

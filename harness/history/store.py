@@ -83,7 +83,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Event
 
     Raises :class:`~harness.errors.ConfigError` naming the file and line for anything that is not a
     history. A torn *last* line (a run that crashed while writing) is skipped."""
+    from harness.history.schema import check_history_path, validate_header  # header and meta: a schema
+
     path = Path(path)
+    check_history_path(path)
     try:
         # split on "\n" only: str.splitlines() would also split inside strings holding U+0085/U+2028
         lines = [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n")]
@@ -103,6 +106,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Event
     if not isinstance(head, dict) or "meta" not in head:
         raise ConfigError(f"{path}:1: the first line must be the header "
                           f'{{"format": "{FORMAT}", "version": {VERSION}, "meta": {{...}}}}')
+    validate_header(path, head)
     if head.get("version", VERSION) > VERSION:
         raise ConfigError(f"{path}: history format version {head['version']} is newer than this "
                           f"harness understands ({VERSION}); upgrade failover-harness")

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
@@ -29,6 +30,7 @@ from harness.topology.process import RunAs, database_user, kill_group, pid_alive
 from harness.topology.proxied import links_of_run, make_links
 from harness.topology.run import (
     down_run,
+    find_reaper,
     load_state,
     locked,
     new_run_id,
@@ -208,8 +210,7 @@ class LocalTopology(Topology):
                              port=p, client_port=p, datadir=str(self.path / n / "data"))
                    for i, (n, p) in enumerate(zip(names, ports, strict=True))])
         save_state(self.path, self._state)
-        if not self.detached:
-            start_reaper(self.path, os.getpid())
+        reaper = start_reaper(self.path, os.getpid())  # a detached run's one holds its port reservations
         try:
             self.progress("preparing data-directory template")
             template = self.engine.template_dir(self.run_as)
@@ -236,6 +237,8 @@ class LocalTopology(Topology):
                     self._wait_started(n)
                     self._wait_streaming(n, principal)
                 save_state(self.path, self._state)
+            if self.detached:  # this process exits now; the run keeps its ports until 'down'
+                self._hold_reservations(reaper, claim_fault_proxy=True)
         except BaseException:
             self.down()
             raise
@@ -344,10 +347,43 @@ class LocalTopology(Topology):
                 "version": self._state.version, "fault_proxy": fault_proxy,
                 "nodes": [n.to_dict() for n in self.nodes]}
 
+    def check_processes(self, desc: dict[str, Any]) -> dict[str, Any]:
+        """Complete a :meth:`describe` with every process checked on the machine (nodes, fault proxy,
+        reaper): a node whose postmaster is gone says ``dead``, ``fault_proxy.state`` says whether
+        its API answers, and ``processes`` lists each one's state (status tells the truth)."""
+        from harness.topology.health import run_processes
+
+        processes = run_processes(self.path, self._state)
+        found = {p.name: p.state for p in processes if p.kind == "node"}
+        for node in desc["nodes"]:
+            node["state"] = found.get(node["name"], node["state"])
+        proxy = next((p for p in processes if p.kind == "fault-proxy"), None)
+        if proxy is not None:
+            desc["fault_proxy"]["state"] = proxy.state
+        desc["processes"] = [p.to_dict() for p in processes]
+        return desc
+
     def register_process(self, name: str, pid: int, remove: bool = False) -> None:
         """Make ``pid`` part of the run (stopped by :meth:`down`, ``down --run`` and the reaper)."""
         record_process(self.path, name, pid, pid, remove=remove)
         self.refresh()
+
+    def _hold_reservations(self, holder: int | None, claim_fault_proxy: bool = False) -> None:
+        """Hand the run's port reservations to ``holder`` (its reaper), for a run that outlives the
+        process which reserved them (``up --detach``, :meth:`keep`): a reservation naming a dead
+        process is free for the taking while a node is stopped. With ``claim_fault_proxy`` the
+        fault-proxy API port joins the run's ports when this process reserved it (a detached run's
+        background proxy server), so that ``down`` releases it too."""
+        from harness import ports
+
+        with locked(self.path):
+            self.refresh()
+            api = urlsplit(self._state.links.url or "").port if claim_fault_proxy else None
+            if api and api not in self._state.ports and ports.holder(api) == os.getpid():
+                self._state.ports.append(api)
+                save_state(self.path, self._state)
+            if holder:
+                ports.hand_over(self._state.ports, holder)
 
     def keep(self) -> None:
         """Leave the servers up after this process ends (``--keep-on-failure``): mark the run
@@ -356,6 +392,7 @@ class LocalTopology(Topology):
             self.refresh()
             self._state.detached = True
             save_state(self.path, self._state)
+        self._hold_reservations(find_reaper(self.path))
         self.links.teardown()
 
     # ------------------------------------------------------------------------------ operations
