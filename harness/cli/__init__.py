@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness.errors import ConfigError, HarnessError
+from harness.secrets import redact
 
 # Modules that contribute sub-commands, in the order they appear in --help.
 COMMAND_MODULES = [
@@ -65,7 +66,7 @@ def _write_crash_log(exc: BaseException) -> Path | None:
     """Write the traceback of an unexpected error to a log file under the harness home (or the
     temporary folder) and return its path; None if no log could be written anywhere."""
     name = f"internal-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    text = "".join(traceback.format_exception(exc))
+    text = redact("".join(traceback.format_exception(exc)))  # no password in the crash log either
     for folder in (lambda: _harness_logs(), lambda: Path(tempfile.gettempdir())):
         try:
             path = folder() / name

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
-from harness.ports import allocate_port, release_port, retry_on_port_in_use
+from harness.ports import allocate_port, hand_over, holder, release_port, retry_on_port_in_use
 from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
@@ -532,7 +532,10 @@ class LocalTopology(Topology):
         """The node's server could not bind its port (taken meanwhile by another program): give it a
         new port, re-point what leads to it, record ``node.port_retry`` and start it again (issue 17)."""
         s = self._node_state(name)
+        keeper = holder(s.port)  # a detached run's reaper holds its reservations: it gets the new one too
         old, new = s.port, allocate_port()
+        if keeper is not None and keeper != os.getpid():
+            hand_over([new], keeper)
         s.port, s.state, s.pid = new, STOPPED, None
         self._state.ports = [p for p in self._state.ports if p != old] + [new]
         release_port(old)
