@@ -496,7 +496,24 @@ class LocalTopology(Topology):
         s = self._node_state(name)
         self._write_conf(name)
         if s.state == RUNNING and s.pid:
+            self._wait_signal_ready(s)
             signal_pid(s.pid, signal.SIGHUP)
+
+    @staticmethod
+    def _wait_signal_ready(s: NodeState, timeout: float = 10) -> None:
+        """A postmaster that has not yet set up its signal handlers dies of SIGHUP (seen when a node
+        had to move ports while another was still starting): it writes ``postmaster.pid`` only after
+        that set-up, so wait until the file names it (bounded; a dead or slow server is left to the
+        caller's own checks)."""
+        pidfile = Path(s.datadir) / "postmaster.pid"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and s.pid and pid_alive(s.pid):
+            try:
+                if pidfile.read_text().split("\n", 1)[0].strip() == str(s.pid):
+                    return
+            except (FileNotFoundError, PermissionError):
+                pass
+            time.sleep(0.005)
 
     def _start_locked(self, name: str, wait: bool = True) -> None:
         s = self._node_state(name)
