@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import importlib
 import importlib.abc
 import importlib.util
 import os
@@ -36,6 +37,8 @@ from scripts.mutation.sites import Site, code_objects
 TOOL_ERRORS = {4, 5}
 #: the child's own status when preparing the mutant failed (a bug of this tool)
 PREPARE_FAILED = 70
+#: the child's status when the mutated module raises while it is imported: every test would fail
+IMPORT_FAILED = 71
 _CodeKey = tuple[str, int, int]
 
 
@@ -89,7 +92,8 @@ def live_functions(targets: Iterable[Target]) -> list[str]:
 
 
 def _patch(target: Target) -> int:
-    """Give the live functions the mutant's code objects; the number of functions changed."""
+    """Give the live functions the mutant's code objects; the number of functions changed (0 when
+    the mutant cannot be patched in: a closure whose free variables it changed)."""
     mutated = keyed_codes(target.compile())
     changed = 0
     for key, functions in target.live.items():
@@ -97,7 +101,10 @@ def _patch(target: Target) -> int:
         if new is None or new == target.original[key]:
             continue
         for fn in functions:
-            fn.__code__ = new
+            try:
+                fn.__code__ = new
+            except ValueError:  # "requires a code object with N free vars"
+                return 0
             changed += 1
     return changed
 
@@ -158,6 +165,11 @@ def _child(job: Job, repo: Path, pytest_args: list[str], items: dict[str, Any]) 
             _reload(job.target, repo)
     except Exception:
         return PREPARE_FAILED
+    if mode == "reload":
+        try:
+            importlib.import_module(job.target.name)
+        except Exception:
+            return IMPORT_FAILED
     if mode == "patch":
         return run_items([items[n] for n in job.tests])
     return int(pytest.main(["-x", *pytest_args, *job.files]))
@@ -182,7 +194,7 @@ def _outcome(job: Job, wait_status: int, started: float, timed_out: bool) -> Out
         status = "survived"
     elif code in TOOL_ERRORS or code == PREPARE_FAILED:
         status = "error"
-    else:  # tests failed, collection broke (exit 2), or the mutant crashed the interpreter
+    else:  # tests failed, collection or the import broke, or the mutant crashed the interpreter
         status = "killed"
     return Outcome(job, status, code, seconds)
 
