@@ -631,7 +631,8 @@ def test_per4_a_closed_case_inside_the_window_is_a_violation_with_evidence() -> 
     events = _tx(1.2, closed=1.4).events()
     v = per.check_drain_window(events, drain_window=2.0)
     begin = index_of(events, "op.invoke", f="begin")
-    assert v.valid is False and v.evidence == (index_of(events, "fault.start", fault="switchover"), begin, index_of(events, "op.fail"))
+    start = index_of(events, "fault.start", fault="switchover")
+    assert v.valid is False and v.evidence == (start, begin, index_of(events, "op.fail"))
     assert own(v)["bad"] == ["tx#1 (transaction open) ended 0.20 s into the 2.0 s drain window but was closed: "
                              "server closed the connection unexpectedly"]
 
