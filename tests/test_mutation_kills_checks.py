@@ -399,6 +399,16 @@ def test_mir_6_an_open_ending_past_the_deadline_without_attempts(kind: str, word
     assert v.evidence == (0, 1)
 
 
+def test_mir_6_an_attempt_opening_past_the_deadline_cites_the_open_end() -> None:
+    h = H()
+    op = h.open(0.0)
+    h.conn(A, 0.0, 0.08)
+    h.conn(B, 0.08, None)
+    end = h.end(1.5, op)
+    v = check_mir_6(h.events, **P, login_timeout=1.0)
+    assert v.valid is False and v.evidence == (0, 3, end.index)
+
+
 def test_mir_6_a_failed_open_without_attempts_or_still_running_is_not_a_violation() -> None:
     h = H()
     op = h.open(0.0)
@@ -518,12 +528,12 @@ def test_mir_8_the_second_half_needs_both_partners() -> None:
     h = H()
     h.open(0.0)
     h.conn(A, 0.0, 0.002, by="upstream", down=9)
-    h.conn(B, 0.9, 0.902, by="upstream", down=9)  # the failover partner only before 1.5 s
+    h.conn(B, 1.2, 1.202, by="upstream", down=9)  # the failover partner only before 1.5 s
     h.conn(A, 2.0, 2.002, by="upstream", down=9)
     h.add("fault.end", 3.2, fault="observe", id=1)
     v = check_mir_8(h.events, **P, window=3.0)
     assert v.valid is False
-    assert v.observed == "no attempt to the failover partner in the second half of the window (last at +0.900 s)"
+    assert v.observed == "no attempt to the failover partner in the second half of the window (last at +1.200 s)"
     assert v.evidence == (0, 3, 4)
 
 
@@ -570,16 +580,17 @@ def test_mir_9_kept_names_its_source_and_counts_the_judged_attempts() -> None:
 
 def test_mir_9_what_each_open_learned() -> None:
     """A publication counts if made by the server the open reached (or by no named node) at or before
-    the open's success; an open that learned nothing leaves the source as it was."""
+    the open's success; an empty one is none; an open that learned nothing leaves the source as it
+    was."""
     h = H()
     _opened(h, 1.0)  # learned nothing
-    h.add("mirroring.partner", 2.0, node="a", partner=ADDR[B])
-    h.add("mirroring.partner", 2.5, node="b", partner="127.0.0.1:1")  # another server's publication
-    h.add("mirroring.partner", 2.6, node="a", partner="")  # a cleared partner is not one
+    h.add("mirroring.partner", 2.0, node="a", partner="127.0.0.1:7")  # superseded
     op = h.open(3.0)
     h.conn(A, 3.0, None)
-    h.add("mirroring.partner", 3.01, node="a", partner=ADDR[B])
-    h.end(3.01, op)  # the publication at the very moment of success counts
+    h.add("mirroring.partner", 3.01, node="a", partner=ADDR[B])  # at the very moment of success: counts
+    h.add("mirroring.partner", 3.01, node="b", partner="127.0.0.1:1")  # another server's publication
+    h.add("mirroring.partner", 3.01, node="a", partner="")  # a cleared partner is not one
+    h.end(3.01, op)
     _opened(h, 5.0, via=B)
     v = check_mir_9(h.events, **P)
     assert v.valid is True and v.details["partner_source"] == "mirroring.partner events"
@@ -688,6 +699,29 @@ def test_mir_10_unknown_cases_name_the_rule() -> None:
     assert check_mir_10(h.events, **P, principal=B).observed == "no decided first open in the history"
 
 
+def test_mir_10_principal_from_node_start_alone_and_a_later_demotion() -> None:
+    h = H()
+    h.add("node.start", 0.0, node="pg-b", role="principal")
+    _first_open(h, B)
+    v = check_mir_10(h.events, **P)
+    assert v.valid is True and v.expected == "the first connect works, on the principal"
+    h = H()
+    h.add("role.change", 0.1, node="pg-b", old_role="mirror", new_role="principal")
+    h.add("role.change", 0.2, node="pg-a", old_role="principal", new_role="mirror")  # a demotion names no one
+    _first_open(h, B)
+    assert check_mir_10(h.events, **P).valid is True
+
+
+def test_mir_10_an_instant_failure_is_the_first_open_end() -> None:
+    h = H()
+    h.add("node.start", 0.0, node="pg-c", role="principal")
+    op = h.open(1.0)
+    h.end(1.0, op, "fail", error="refused")  # failed at the instant it began
+    h.add("role.change", 2.0, node="pg-a", old_role="mirror", new_role="principal")  # after it
+    v = check_mir_10(h.events, **P)
+    assert v.valid is True and v.expected.startswith("the first connect fails")
+
+
 def test_mir_10_the_first_open_end_is_its_own() -> None:
     h = H()
     h.add("node.start", 0.0, node="pg-b", role="principal")
@@ -750,6 +784,24 @@ def test_mir_11_a_reconnect_at_the_instant_of_the_break_or_inside_an_open_is_not
     h.conn(B, 1.6, None)
     h.end(1.6, op)  # accepted at the open's end: inside it
     assert check_mir_11(h.events, **P).valid is not False
+
+
+def test_mir_11_a_connection_broken_as_it_opened() -> None:
+    h = H()
+    op = h.open(0.0)
+    h.conn(A, 0.0, 0.5, by="upstream", down=500)
+    h.end(0.5, op)  # the connection broke at the instant the open succeeded
+    _query(h, 0.5, 0.6)
+    assert check_mir_11(h.events, **P).valid is False
+
+
+def test_mir_11_another_open_ending_after_the_break_is_not_the_next_operation() -> None:
+    h, _ = _broken()
+    op = h.open(0.5)  # a second open of the process, still running at the break
+    h.end(1.2, op)
+    _query(h, 1.5, 1.6)
+    v = check_mir_11(h.events, **P)
+    assert v.valid is False and "succeeded 0.600 s after the connection broke" in v.observed
 
 
 def test_mir_11_only_a_successful_open_whose_connection_the_server_closed_is_judged() -> None:
@@ -909,6 +961,25 @@ def test_mir_13_what_it_cannot_judge() -> None:
     h.add("node.kill", 0.2, node="a")
     h.conn(A, 0.0, 0.2, by="upstream")  # closed by the shutdown, and nothing after it yet
     assert check_mir_13(h.events, **P).valid == "unknown"
+
+
+def test_mir_13_an_attempt_after_the_shutdown_was_not_pending() -> None:
+    h = H()
+    op = h.open(0.0)
+    h.add("node.kill", 0.1, node="pg-a")
+    h.attempt(1, 0.5, 2.0, "timeout", address=None)
+    h.end(2.1, op, "fail", error="x")
+    assert check_mir_13(h.events, **P).valid == "unknown"
+
+
+def test_mir_13_giving_up_at_shutdown_plus_tolerance_is_not_waiting() -> None:
+    h = H()
+    op = h.open(0.0)
+    h.add("node.kill", 0.25, node="pg-a")
+    h.attempt(1, 0.0, 0.25 + T, "timeout", address=None)
+    h.attempt(2, 0.25 + T, 0.3, "refused", target="failover", address=None)
+    h.end(0.3, op, "fail", error="x")
+    assert check_mir_13(h.events, **P, tolerance=T).valid is True
 
 
 def test_mir_13_next_step_boundary() -> None:

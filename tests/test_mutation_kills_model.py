@@ -234,11 +234,12 @@ def test_concurrent_opens_of_two_processes_each_get_their_own_client_attempts() 
     o1 = h.open(0.0, process="c1")
     o2 = h.open(0.0, process="c2")
     h.attempt(1, 0.001, 0.002, "refused", process="c1")
-    h.attempt(1, 0.001, 0.002, "refused", process="c2", target="failover")
+    h.attempt(1, 0.001, 0.003, "inactive", process="c2", target="failover")
     h.end(0.5, o1, "fail", process="c1", error="x")
     h.end(0.5, o2, "fail", process="c2", error="x")
     first, second = h.opens()
-    assert [a.role for a in first.attempts] == ["initial"] and [a.role for a in second.attempts] == ["failover"]
+    assert [(a.role, a.outcome) for a in first.attempts] == [("initial", "refused")]
+    assert [(a.role, a.outcome) for a in second.attempts] == [("failover", "inactive")]
 
 
 def test_client_attempts_outside_any_open_or_to_no_partner_are_skipped_only_themselves() -> None:
