@@ -282,6 +282,22 @@ def test_matching_by_socket_address_beats_time_order() -> None:
     assert (second.peer, second.matched, second.client_outcome) == ("127.0.0.1:40001", False, None)
 
 
+def test_client_attempts_claim_proxy_connections_in_the_order_they_started() -> None:
+    """Two overlapping client attempts to one partner and one proxy connection inside both: the
+    attempt that started first is the one the proxy saw; the later one counts as a connect the
+    proxy never saw (the client's own record)."""
+    h = H()
+    op = h.open(0.0)
+    h.attempt(1, 0.0, 0.5, "timeout")
+    h.attempt(2, 0.1, 0.2, "refused")  # started later, ended first
+    h.conn(A, 0.15, 0.5)
+    h.end(1.0, op, "fail", error="x")
+    o = _one(h)
+    assert [(a.source, a.order_t, a.client_outcome) for a in o.attempts] == [
+        ("proxy", 0.0, "timeout"), ("client", None, "refused")]
+    assert o.client_view == [3, 4]
+
+
 def test_a_proxy_connection_matches_one_client_attempt_only() -> None:
     h = H()
     op = h.open(0.0)
