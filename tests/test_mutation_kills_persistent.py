@@ -165,23 +165,6 @@ def test_per1_reconnect_exactly_at_the_start_closes_the_connection() -> None:
     assert v.valid is False and own(v)["lost"] == ["s#1 at switchover 1: session.reconnect"]
 
 
-def test_per1_losses_are_assigned_to_their_switchover_of_three() -> None:
-    """A loss between switchover k and k+1 belongs to switchover k; one exactly at the start of
-    k+1 belongs to k+1."""
-    b = B()
-    b.open("s")
-    b.op("s", 1.0)
-    b.switchover(2.0, 2.5)
-    b.op("s", 3.0)
-    b.switchover(4.0, 4.5)
-    b.op("s", 5.0)
-    b.switchover(6.0, 6.5)
-    b.op("s", 5.5, 6.0, kind="fail")
-    v = per.check_keepalive_on_switchover(b.events())
-    assert own(v)["lost"] == ["s#1 at switchover 3: server closed the connection unexpectedly"]
-    assert (own(v)["judged"], own(v)["kept"]) == (3, 2)
-
-
 def test_per1_kept_connections_are_judged_after_an_unjudged_or_idle_session() -> None:
     """Every session is judged on its own: one without an earlier operation, or one unused after
     the switchover, does not stop the others being judged."""
@@ -241,19 +224,22 @@ def test_per1_alive_connection_uses_completion_order_not_connection_order() -> N
     assert v.valid is True and own(v)["kept"] == 1
 
 
-def test_per1_a_loss_between_the_second_and_third_switchover_belongs_to_the_second() -> None:
+@pytest.mark.parametrize(("lost_at", "lost"), [
+    (6.0, "s#1 at switchover 3: server closed the connection unexpectedly"),  # exactly at the third's start
+    (5.2, "s#1 at switchover 2: server closed the connection unexpectedly"),  # between the second and third
+])
+def test_per1_losses_are_assigned_to_their_switchover_of_three(lost_at: float, lost: str) -> None:
+    """A loss between switchover k and k+1 belongs to switchover k; one exactly at the start of
+    k+1 belongs to k+1."""
     b = B()
     b.open("s")
-    b.op("s", 1.0)
-    b.switchover(2.0, 2.5)
-    b.op("s", 3.0)
-    b.switchover(4.0, 4.5)
-    b.op("s", 5.0)
-    b.op("s", 5.1, 5.2, kind="fail")
-    b.switchover(6.0, 6.5)
+    for k in range(3):
+        b.op("s", 1.0 + 2 * k)
+        b.switchover(2.0 + 2 * k, 2.5 + 2 * k)
+    b.op("s", lost_at - 0.1, lost_at, kind="fail")
     v = per.check_keepalive_on_switchover(b.events())
-    assert own(v)["lost"] == ["s#1 at switchover 2: server closed the connection unexpectedly"]
-    assert (own(v)["judged"], own(v)["kept"], own(v)["not_judged"]) == (2, 1, 1)
+    assert own(v)["lost"] == [lost]
+    assert (own(v)["judged"], own(v)["kept"]) == ((3, 2) if lost_at == 6.0 else (2, 1))
 
 
 def test_per1_a_switchover_that_never_ended_cannot_be_judged() -> None:
