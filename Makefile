@@ -3,6 +3,7 @@
 #   make test   - the project's own tests (then a second pass against the real Toxiproxy when
 #                 $(TOXIPROXY_SERVER), default ../shared/toxiproxy/toxiproxy-server, exists)
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
+#   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -12,8 +13,10 @@ JOBS    ?= 2
 # The real Toxiproxy 2.12 for make test's second pass (CI: a copy of shared/ beside the clone).
 TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
 REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
+# e.g. make mutation MUTATION_ARGS="--sample 60" (a fixed-seed sample per module), or "--module harness/rules/persistent.py"
+MUTATION_ARGS ?=
 
-.PHONY: setup test chaos lint bench clean
+.PHONY: setup test chaos lint bench mutation clean
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +41,9 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/topology.py
+
+mutation: setup
+	$(PY) -m scripts.mutation --jobs $(JOBS) $(MUTATION_ARGS)
 
 clean:
 	-$(FH) down --all
