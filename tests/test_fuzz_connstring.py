@@ -96,7 +96,11 @@ def test_server_values_parse_or_are_connection_string_errors(value: str) -> None
         address = parse_address(value)
     except ConnectionStringError:
         return
+    # what parses has a port in range, and it is exactly the ASCII digits written after the comma
     assert 1 <= address.port <= 65535
+    written = value.rpartition(",")[2].strip()
+    if "," in value and written.isascii() and written.isdigit():
+        assert address.port == int(written)
 
 
 # ------------------------------------------------------------------------------------------ redaction
