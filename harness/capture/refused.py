@@ -211,6 +211,8 @@ class RefusedConnectCapture:
         is complete up to now, else why it is not (dropped packets, a dead reader, a timeout)."""
         if self._thread is None or self._sock is None:
             return "the capture is not running"
+        if threading.current_thread() is self._thread:
+            return None  # a subscriber reading the history from the capture thread: it is up to date
         with self._cond:
             self._requested += 1
             want = self._requested

@@ -254,7 +254,14 @@ class LocalTopology(Topology):
         if self.history is None:
             return
         history = self.history
-        self._unsubscribe = self.links.subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
+        unsubscribe = self.links.subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
+        unsettle = history.add_settler(self.settle_observations)
+
+        def stop() -> None:
+            unsettle()
+            unsubscribe()
+
+        self._unsubscribe = stop
 
     def down(self) -> None:
         """Stop every process of the run and delete its directory (safe to call twice)."""

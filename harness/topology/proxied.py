@@ -159,8 +159,11 @@ class ProxiedLinks:
         return stop
 
     def settle(self, timeout: float = 2.0) -> None:
-        """Deliver every refused connect observed so far (a capture found incomplete is reported to
-        its subscriber as ``harness.capture`` with ``available: false``)."""
+        """Deliver every connection event the fault proxy observed so far (a real server's events
+        trail its log) and every refused connect (a capture found incomplete is reported to its
+        subscriber as ``harness.capture`` with ``available: false``)."""
+        if self.handle is not None:
+            self.handle.settle(timeout)
         for feed in list(self._captures):
             feed.settle(timeout)
 

@@ -43,6 +43,7 @@ class FaultProxyHandle:
     source: str
     _subscribe: Callable[[EventCallback], Callable[[], None]] | None = field(default=None, repr=False)
     embedded: EmbeddedToxiproxy | None = field(default=None, repr=False)
+    _settle: Callable[[float], bool] | None = field(default=None, repr=False)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """Call ``callback(ConnEvent)`` for every later connection event; returns unsubscribe.
@@ -52,6 +53,13 @@ class FaultProxyHandle:
         if self._subscribe is None:
             return _noop
         return self._subscribe(callback)
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Return once every connection event the server observed before this call has reached the
+        subscribers (True), False if that could not be confirmed within ``timeout``. The embedded
+        server publishes on the connection's own thread, so it is always settled; a spawned real
+        server's events are derived from its log on a thread of ours (OBS-1)."""
+        return True if self._settle is None else self._settle(timeout)
 
     def describe(self) -> str:
         """One line for reports, e.g. ``fault proxy: embedded Toxiproxy-compatible server 2.12.0 at
@@ -160,7 +168,7 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
                 source = "TOXIPROXY_SERVER_BIN" if env.get("TOXIPROXY_SERVER_BIN") else "PATH"
                 yield FaultProxyHandle("spawned", proc.url, client.version(), client, True,
                                        "derived from its trace log and /metrics (times as the lines arrive)",
-                                       f"{source}: {binary}", proc.subscribe)
+                                       f"{source}: {binary}", proc.subscribe, _settle=proc.settle)
             finally:
                 client.close()
         finally:

@@ -9,6 +9,9 @@ so that the HTTP look-ups the deriver needs (a proxy's bound listen address, the
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
 import os
 import queue
 import re
@@ -16,6 +19,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+
+import httpx
 
 from harness.errors import MissingDependencyError, ProxyError
 from harness.toxiproxy.client import ToxiproxyClient
@@ -25,6 +30,8 @@ from harness.toxiproxy.models import ConnEvent
 
 _SENT_RE = re.compile(r'^toxiproxy_proxy_sent_bytes_total\{([^}]*)\}\s+(\S+)', re.MULTILINE)
 _LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+#: The ``User-Agent`` prefix of :meth:`ToxiproxyProcess.settle`'s barrier requests.
+SETTLE_AGENT = "failover-harness-settle"
 
 
 def sent_bytes(metrics: str, proxy: str) -> dict[str, int]:
@@ -64,6 +71,8 @@ class ToxiproxyProcess:
         self._lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
         self._log = EventLog()
         self._tail: list[str] = []
+        self._barriers: dict[str, threading.Event] = {}
+        self._barrier_seq = itertools.count(1)
         self.returncode: int | None = None
 
     # -- what the deriver asks ------------------------------------------------------------------
@@ -138,12 +147,42 @@ class ToxiproxyProcess:
             t, line = item
             self._tail.append(line.rstrip())
             del self._tail[:-200]
+            if SETTLE_AGENT in line:
+                self._reached(line)
+                continue
             try:
                 events = self._deriver.feed(line, t)
             except Exception:  # noqa: BLE001 - an unexpected line must not stop the events
                 continue
             for event in events:
                 self._log.publish(event)
+
+    def _reached(self, line: str) -> None:
+        with contextlib.suppress(ValueError, AttributeError):
+            agent = json.loads(line).get("user_agent", "")
+            barrier = self._barriers.get(agent)
+            if barrier is not None:
+                barrier.set()
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Return once every log line the server wrote before this call has been derived and
+        published (True), or False after ``timeout``. The server logs each API request (debug
+        level) after every line it wrote before it; so a ``GET /version`` with a unique
+        ``User-Agent`` is a barrier in the one ordered log pipe. Deriving a close asks ``/metrics``
+        for byte counts, so events trail their lines by a request; without this a checker could
+        judge a history that lacks a close the server had already logged (OBS-1)."""
+        if self._proc is None or threading.current_thread() in self._threads:
+            return True  # stopped, or called from the event thread itself (a subscriber)
+        agent = f"{SETTLE_AGENT}/{os.getpid()}-{next(self._barrier_seq)}"
+        barrier = self._barriers[agent] = threading.Event()
+        try:
+            try:
+                httpx.get(f"{self.url}/version", headers={"User-Agent": agent}, timeout=timeout)
+            except httpx.HTTPError:
+                return False
+            return barrier.wait(timeout)
+        finally:
+            self._barriers.pop(agent, None)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """Call ``callback`` for every later derived event (from the event thread)."""

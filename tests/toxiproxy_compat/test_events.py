@@ -172,3 +172,31 @@ def test_conn_ids_unique_per_server(toxi, echo) -> None:
     assert wait_until(lambda: len(got.of("conn.closed")) == 3)
     ids = [e.fields["conn_id"] for e in got.of("conn.accepted")]
     assert len(set(ids)) == 3
+
+
+def test_settle_returns_only_after_every_event_the_server_already_saw(toxi, echo, monkeypatch) -> None:
+    """OBS-1: ``handle.settle()`` is the barrier checkers stand behind. On a spawned real server the
+    close of a connection is derived after a ``/metrics`` look-up; here that look-up is made slow, and
+    settle, called while it runs, must not return before the close is published."""
+    got = Collector()
+    unsubscribe = toxi.handle.subscribe(got)
+    proc = getattr(toxi.handle._settle, "__self__", None)
+    deriving = threading.Event()
+    if proc is not None:  # spawned: hold the close's derivation for 1 s
+        def slow_counters(proxy: str) -> None:
+            deriving.set()
+            time.sleep(1.0)
+
+        monkeypatch.setattr(proc._deriver, "_counters", slow_counters)
+    p = toxi.proxy(echo.address)
+    with connect(p.listen_port) as s:
+        s.sendall(b"ping")
+        recv_exactly(s, 4)
+    if proc is not None:
+        assert deriving.wait(5), "the close was never derived"
+        assert not got.of("conn.closed"), "the close was published before its slow derivation ended"
+    else:  # embedded: published on the connection's thread as the socket closes
+        assert wait_until(lambda: len(got.of("conn.closed")) == 1)
+    assert toxi.handle.settle(5.0)
+    assert len(got.of("conn.closed")) == 1
+    unsubscribe()
