@@ -390,7 +390,7 @@ class IcmCluster:
                 node.settings = ServerSettings()
                 node.cookies.clear()
                 self._emit("icm.server.state", server=node.name, **node.settings.to_dict(),
-                           index=node.settings.index())
+                           availability=node.settings.index())
             for (server, db) in list(self._marks):
                 self.mark(server, db, None)
 
@@ -401,7 +401,8 @@ class IcmCluster:
                        for s in SCHEMES if s in n.proxies}} for n in self._nodes.values()],
             order=self.servers)
         for node in self._nodes.values():
-            self._emit("icm.server.state", server=node.name, **node.settings.to_dict(), index=node.settings.index())
+            self._emit("icm.server.state", server=node.name, **node.settings.to_dict(),
+                       availability=node.settings.index())
             if not node.up:
                 self._emit("icm.server.down", server=node.name)
         for (server, db), mark in sorted(self._marks.items()):
@@ -423,7 +424,7 @@ class IcmCluster:
                 if key not in limits:
                     raise ConfigError(f"unknown ICM server setting {key!r}; use one of {', '.join(limits)}")
                 setattr(node.settings, key, _check_setting(key, value, *limits[key]))
-            self._emit("icm.server.state", server=server, **node.settings.to_dict(), index=node.settings.index())
+            self._emit("icm.server.state", server=server, **node.settings.to_dict(), availability=node.settings.index())
             return self.settings(server)
 
     def mark(self, server: str, database: str, mark: str | None, source: str = "harness") -> None:
@@ -617,3 +618,35 @@ def mark_in_run(run_path: Path, server: str, database: str, mark: str | None) ->
         tmp.write_text(json.dumps(data, indent=1))
         tmp.replace(path)
     return {"fault": "mark-state", "server": server, "database": database, "mark": mark}
+
+
+class HistoryRelay:
+    """A stand-in history for a cluster (and its backing topology) that outlives one test: records go
+    to the history :meth:`bind` points it at (none: dropped), and the settlers the topology registers
+    (OBS-1: late fault-proxy events) are registered on that history too."""
+
+    def __init__(self) -> None:
+        self.target: Any = None
+        self._settlers: list[Any] = []
+        self._removers: list[Any] = []
+
+    def record(self, type: str, t: float | None = None, **fields: Any) -> Any:  # noqa: A002 - History's name
+        """Record into the bound history (if any)."""
+        target = self.target
+        return None if target is None else target.record(type, t=t, **fields)
+
+    def add_settler(self, settle: Any) -> Any:
+        """Keep ``settle`` for every history bound later; returns its remover."""
+        self._settlers.append(settle)
+        if self.target is not None:
+            self._removers.append(self.target.add_settler(settle))
+        return lambda: self._settlers.remove(settle) if settle in self._settlers else None
+
+    def bind(self, history: Any) -> None:
+        """Send records to ``history`` from now on (None: stop)."""
+        for remove in self._removers:
+            remove()
+        self._removers = []
+        self.target = history
+        if history is not None:
+            self._removers = [history.add_settler(s) for s in self._settlers]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,7 +59,8 @@ class IcmBrowser:
 
     def _client(self, origin: str) -> httpx.Client:
         if origin not in self._clients:
-            self._clients[origin] = httpx.Client(verify=str(self.cluster.ca_path), timeout=self.timeout,
+            self._clients[origin] = httpx.Client(verify=ssl.create_default_context(cafile=str(self.cluster.ca_path)),
+                                                 timeout=self.timeout,
                                                  trust_env=False, follow_redirects=False)
         return self._clients[origin]
 

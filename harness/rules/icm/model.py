@@ -189,7 +189,8 @@ class _Folder:
             self.evidence["layout"] = e.index
             return True
         if e.type == "icm.server.state":
-            fields = {k: int(e.get(k)) for k in ServerState.__dataclass_fields__ if e.get(k) is not None}
+            names = {k: k for k in ServerState.__dataclass_fields__} | {"index": "availability"}
+            fields = {k: int(e.get(src)) for k, src in names.items() if e.get(src) is not None}
             self.servers[e.get("server")] = ServerState(**fields)
             self.evidence[f"state:{e.get('server')}"] = e.index
             return True
