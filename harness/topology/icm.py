@@ -204,6 +204,7 @@ class IcmCluster:
         self._lock = threading.RLock()
         self._marks: dict[tuple[str, str], str] = {}
         self._dir_version = 0
+        self._watchers: list[Any] = []
         self._passwords = {u: secrets.token_urlsafe(12) for u in USERS}
         for password in self._passwords.values():
             remember(password)
@@ -411,6 +412,15 @@ class IcmCluster:
     def _emit(self, type_: str, **fields: Any) -> None:
         if self.history is not None:
             self.history.record(type_, **fields)
+        if type_ in ("icm.server.state", "icm.replica.mark", "icm.server.down", "icm.server.up"):
+            for watcher in list(self._watchers):
+                watcher(type_, fields)
+
+    def watch(self, callback: Any) -> Any:
+        """Call ``callback(event_type, fields)`` on every later state change (a router adapter that
+        translates the cluster's settings into its own configuration); returns the function that stops it."""
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
 
     # ------------------------------------------------------------------------- controls
     def set_server(self, server: str, **settings: int) -> ServerSettings:

@@ -11,15 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.clients.icm.haproxy import HaproxyRouter, haproxy_router
+from harness.clients.icm.nginx import NginxRouter, nginx_router
 from harness.clients.icm.protocol import IcmRouter, open_router
 from harness.clients.icm.reference import ReferenceRouter, reference_router
 from harness.clients.registry import register_client
 
 CLIENTS: dict[str, Callable[..., Any]] = {
     "reference": reference_router,
+    "haproxy": haproxy_router,
+    "nginx": nginx_router,
 }
 
 for _name, _factory in CLIENTS.items():
     register_client("icm", _name, _factory)
 
-__all__ = ["CLIENTS", "IcmRouter", "ReferenceRouter", "open_router", "reference_router"]
+__all__ = ["CLIENTS", "HaproxyRouter", "IcmRouter", "NginxRouter", "ReferenceRouter", "haproxy_router",
+           "nginx_router", "open_router", "reference_router"]
