@@ -147,3 +147,27 @@ def test_real_router_serves_both_schemes_and_is_stopped(stack: tuple[Any, IcmClu
         router.stop()
     assert pid is not None and not pid_alive(pid)
     assert not any(p.pid == pid for p in load_state(pair.path).processes)
+
+
+def test_fault_vocabulary_marks_cuts_and_kills(stack: tuple[Any, IcmCluster, HistoryRelay],
+                                               cluster: IcmCluster) -> None:
+    from harness.faults import Faults
+
+    pair, h = stack[0], cluster.history.target
+    with pytest.raises(ConfigError, match="mark-state needs an ICM cluster"):
+        Faults(pair, h).mark_state("s1", "mail.nsf")
+    faults = Faults(pair, h, cluster=cluster)
+    with faults.mark_state("s1", "mail.nsf", "pending-delete"):
+        assert cluster.directory()["replicas"]["mail.nsf"]["s1"] == "pending-delete"
+    assert cluster.directory()["replicas"]["mail.nsf"]["s1"] is None
+    with faults.partition("s1:http", how="refuse"):
+        proxy = pair.links.client.get_proxy(cluster.proxy_name("s1:http"))
+        assert not proxy.enabled and pair.links.client.get_proxy(cluster.proxy_name("s1:https")).enabled
+    with faults.kill("s3"):
+        assert not cluster.is_up("s3")
+    assert cluster.is_up("s3")
+    starts = [(e.get("fault"), e.get("node")) for e in h.events("fault.start")]
+    assert starts == [("mark_state", "s1"), ("partition", "s1:http"), ("kill", "s3")]
+    refused = h.events("fault.start")[1].get("params")
+    assert refused["proxy"] == cluster.proxy_name("s1:http") and refused["listen"].endswith(
+        str(cluster.address("s1", "http")[1]))
