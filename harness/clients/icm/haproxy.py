@@ -6,8 +6,9 @@ What the configuration expresses, per database and scheme (a backend ``http_mail
 for ``/mail.nsf``):
 
 * candidates: the servers holding a replica (ICM-1 at start-up; replica marks cannot be expressed);
-* probes: ``option httpchk GET /icm/ping`` on the backend's own scheme (HTTPS checks over TLS),
-  every 300 ms, down after one failure (ICM-3);
+* probes: ``option httpchk GET /icm/ping`` on each server's port of the backend's scheme (HTTPS
+  checks over TLS), every 300 ms, down after one failure (ICM-3); one check per server port, which
+  every backend's entry ``track``-s;
 * least loaded: ``balance leastconn`` - HAProxy's own connections, not the servers' sessions (ICM-5);
 * MAXUSERS: ``maxconn`` per server = ``Server_MaxUsers`` (``set maxconn server`` at run time);
 * RESTRICTED: the server's state ``drain`` (``set server ... state drain`` on the admin socket);
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from typing import Any
 
 from harness.clients.icm.process import ProcessRouter
@@ -66,23 +68,44 @@ class HaproxyRouter(ProcessRouter):
             lines += [f"frontend fe_{scheme}", bind]
             lines += [f"    use_backend {_backend(scheme, db)} if {{ path_beg /{db} }}" for db in c.databases()]
             lines.append("")
-        for scheme in ("http", "https"):
-            tls = f" ssl verify required ca-file {c.ca_path} sni str(localhost) check-ssl" if scheme == "https" else ""
+        for scheme in ("http", "https"):  # one health check per server port; every backend tracks it
+            tls = f" ssl verify required ca-file {c.ca_path} sni str(localhost)" if scheme == "https" else ""
+            lines += [f"backend check_{scheme}", "    option httpchk",
+                      "    http-check send meth GET uri /icm/ping hdr User-Agent fh-icm-haproxy-check",
+                      "    default-server inter 300ms fall 1 rise 1"]
+            for server in c.servers:
+                host, port = c.address(server, scheme)
+                lines.append(f"    server {server} {host}:{port} check{tls}")
+            lines.append("")
             for db in c.databases():
-                lines += [f"backend {_backend(scheme, db)}", "    balance leastconn",
-                          "    option httpchk", "    http-check send meth GET uri /icm/ping hdr User-Agent "
-                          "fh-icm-haproxy-check", "    default-server inter 300ms fall 1 rise 1"]
+                lines += [f"backend {_backend(scheme, db)}", "    balance leastconn"]
                 for server in c.holders(db):
                     host, port = c.address(server, scheme)
                     s = c.settings(server)
                     maxconn = f" maxconn {s.max_users}" if s.max_users else ""
                     disabled = " disabled" if s.restricted else ""
-                    lines.append(f"    server {server} {host}:{port} check{tls}{maxconn}{disabled}")
+                    track = f"track check_{scheme}/{server}"
+                    lines.append(f"    server {server} {host}:{port}{tls} {track}{maxconn}{disabled}")
                 for server in c.holders(db):
                     host, port = c.address(server, scheme)
-                    lines.append(f"    server {server}_backup {host}:{port} check{tls} backup")
+                    lines.append(f"    server {server}_backup {host}:{port}{tls} track check_{scheme}/{server} backup")
                 lines.append("")
         return "\n".join(lines) + "\n"
+
+    def start(self) -> None:
+        """Start HAProxy, then wait until every server port has been checked once: HAProxy assumes a
+        server up before its first check, which a router that has been running never does."""
+        super().start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            lines = self.admin("show stat").splitlines()
+            head = lines[0].lstrip("# ").split(",") if lines else []
+            rows = [line.split(",") for line in lines[1:] if line.startswith("check_")]
+            col = head.index("check_status") if "check_status" in head else -1
+            statuses = [r[col] for r in rows if col >= 0 and len(r) > col and r[1] not in ("BACKEND", "FRONTEND")]
+            if statuses and not any(s.startswith("INI") or not s for s in statuses):
+                return
+            time.sleep(0.05)
 
     def admin(self, command: str) -> str:
         """One command on the admin socket; its answer."""

@@ -76,7 +76,7 @@ def check_icm_1(events: list[Event]) -> Verdict:
 def check_icm_2(events: list[Event]) -> Verdict:
     """ICM-2 Availability: the router tells BUSY / MAXUSERS / RESTRICTED servers by their availability
     index and thresholds: what it reports (``icm.router.decision``) matches them, and it never treats a
-    server the thresholds make BUSY or MAXUSERS as available while an available one answers."""
+    server the thresholds make BUSY, MAXUSERS or RESTRICTED as available while an available one answers."""
     model = build(events)
     if not model.seen_layout:
         return _no_layout("ICM-2")
@@ -97,8 +97,7 @@ def check_icm_2(events: list[Event]) -> Verdict:
                     break
             continue
         exp = expectation(req)
-        stated = [s for s in snap.candidates(req.database)
-                  if {"BUSY", "MAXUSERS"} & set(snap.servers[s].states())]
+        stated = [s for s in snap.candidates(req.database) if snap.servers[s].states()]
         if not stated:
             continue
         judged += 1

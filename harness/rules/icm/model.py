@@ -5,8 +5,9 @@ State comes from the cluster stand-in's events (``icm.cluster.up``, ``icm.server
 ``icm.replica.mark``, ``icm.server.down`` / ``up``) and from the fault vocabulary's partitions of a
 server port (``fault.start`` / ``fault.end`` with ``node="s1:http"``). What the request got comes from
 the browser (``icm.client.*``) and from the servers (``icm.served``). The server *chosen* for a
-request is the one the router's redirect named, else the first server that saw the request (a proxy
-router's choice, observed at the servers).
+request is the one the router's redirect named, else the last server that saw the request (a proxy
+router's choice whose answer the client got, observed at the servers; a 401 challenge answered by one
+server and the login by another is judged by the second).
 
 The availability states (ICM-2): BUSY when ``availability_threshold > 0`` and ``index <
 availability_threshold``; MAXUSERS when ``max_users > 0`` and ``sessions >= max_users``; RESTRICTED
@@ -96,10 +97,11 @@ class Request:
 
     @property
     def chosen(self) -> str | None:
-        """The server the router sent the request to (redirect target, else the first server that saw it)."""
+        """The server the router sent the request to: the redirect target, else (a proxy router) the
+        server whose answer the client got - the last one that saw it."""
         if self.redirect_server is not None:
             return self.redirect_server
-        return self.served[0].get("server") if self.served else None
+        return self.served[-1].get("server") if self.served else None
 
     @property
     def served_ok(self) -> Event | None:
@@ -108,8 +110,8 @@ class Request:
 
     @property
     def decided_at(self) -> float:
-        """When the router's choice was visible: the redirect, else the first serve, else the result."""
-        for e in (self.redirect, self.served[0] if self.served else None, self.result):
+        """When the router's choice was visible: the redirect, else the last serve, else the result."""
+        for e in (self.redirect, self.served[-1] if self.served else None, self.result):
             if e is not None:
                 return e.t
         return self.t0
