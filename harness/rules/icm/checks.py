@@ -217,10 +217,13 @@ def check_icm_6(events: list[Event], tie_break: str = "any") -> Verdict:
         chosen = req.chosen
         snap = req.snapshot
         if exp.kind == "none":
+            marked = [s for s in snap.layout if req.database in snap.layout[s] and (s, req.database) in snap.marks]
+            why = (f"no candidate answers (replicas marked on {', '.join(marked)}; others unreachable)" if marked
+                   else "no candidate answers (every one unreachable)")
             if chosen is not None and req.served_ok is not None:
-                bad.append((req, f"no server answered, yet {chosen} served it", snap.evidence))
+                bad.append((req, f"{why}, yet {chosen} served it", snap.evidence))
             elif chosen is not None:
-                bad.append((req, f"no server answered, yet it was sent to {chosen} (status {req.status}, "
+                bad.append((req, f"{why}, yet it was sent to {chosen} (status {req.status}, "
                                  f"error {req.result.get('error') if req.result else None})", snap.evidence))
             continue
         if chosen is None or req.served_ok is None and chosen not in exp.pool:
