@@ -45,6 +45,7 @@ import psycopg
 
 from harness.errors import ConfigError, HarnessError, InvalidOperation, TopologyError
 from harness.secrets import remember
+from harness.topology.process import database_user
 
 SCHEMES = ("http", "https")
 MARKS = ("out-of-service", "pending-delete")
@@ -296,7 +297,8 @@ class IcmCluster:
         import trustme
 
         try:
-            self._tmp = tempfile.TemporaryDirectory(prefix="fh-icm-")
+            base = Path(getattr(self.topology, "path", "") or tempfile.gettempdir())  # gone with the run
+            self._tmp = tempfile.TemporaryDirectory(prefix="icm-", dir=base if base.is_dir() else None)
             tmp = Path(self._tmp.name)
             ca = trustme.CA()
             cert = ca.issue_cert("127.0.0.1", "localhost")
@@ -304,7 +306,8 @@ class IcmCluster:
             ca.cert_pem.write_to_path(str(self.ca_path))
             self.cert_path = tmp / "server.pem"
             cert.private_key_and_cert_chain_pem.write_to_path(str(self.cert_path))
-            self.cert_path.chmod(0o644)  # routers run as the database user read it
+            self.cert_path.chmod(0o600)
+            database_user().chown(self.cert_path)  # the routers run as the database user read it
             tmp.chmod(0o755)
             self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             cert.configure_cert(self._context)
