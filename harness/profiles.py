@@ -48,7 +48,10 @@ PROFILES: tuple[Profile, ...] = (
             client_modules=("harness.clients.persistent",), checker_modules=("harness.rules.persistent",),
             workload="harness.workload.oltp", suites="suites/persistent"),
     Profile("acr", "Automatic client reroute (DB2)", ("ACR",), built=False),
-    Profile("icm", "Internet Cluster Manager (Domino)", ("ICM",), built=False),
+    Profile("icm", "Internet Cluster Manager (Domino)", ("ICM",),
+            client_protocol="harness.clients.icm.protocol:IcmRouter",
+            client_modules=("harness.clients.icm",), checker_modules=("harness.rules.icm",),
+            workload="harness.workload.icm", suites="suites/icm"),
     Profile("lpq", "libpq multi-host rules (PostgreSQL drivers)", ("LPQ",), built=False),
 )
 
