@@ -111,11 +111,12 @@ class PsycopgMultiHostAcrConnection:
             self._call(lambda c: c.rollback())
 
     def cancel(self) -> None:
-        """psycopg ``cancel`` (a cancel request through the same host)."""
+        """psycopg ``cancel_safe`` (libpq's non-blocking cancel request through the same host; the
+        blocking ``cancel()`` would hold the interpreter while a black-holed member never answers)."""
         conn = self._conn
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
-                conn.cancel()
+                conn.cancel_safe(timeout=2.0)
 
     def close(self) -> None:
         """Close the connection."""

@@ -22,8 +22,9 @@
 * **ACR-8**: reason code 2 for a member of the current group, 4 when every member of the primary
   group failed and the alternate group is next (in seamless mode too, unless
   ``seamless_alternate=True``); failed members are remembered per connection and not used again.
-* **ACR-9**: ``receive_timeout`` (failure code 2), ``query_timeout`` (a cancel first; if the
-  connection has failed: failure code 4, error code 1), ``cancel()`` (failure code 4, error code 2).
+* **ACR-9**: ``receive_timeout`` (failure code 2), ``query_timeout`` (a cancel first; if that gets no
+  answer the connection has failed: failure code 3, error code 1 - the rulebook's 1-3; the seed's
+  Interrupt=2 variant says failure code 4), ``cancel()`` (failure code 4, error code 2).
 """
 
 from __future__ import annotations
@@ -230,8 +231,9 @@ class ReferenceAcrConnection:
         timers: list[threading.Timer] = []
         if self.c.receive_timeout:
             timers.append(threading.Timer(self.c.receive_timeout, self._abort, (2, None)))
+        done = threading.Event()
         if self.c.query_timeout:
-            timers.append(threading.Timer(self.c.query_timeout, self._query_timeout, (conn,)))
+            timers.append(threading.Timer(self.c.query_timeout, self._query_timeout, (conn, done)))
         self._abort_reason = None
         for t in timers:
             t.daemon = True
@@ -245,6 +247,7 @@ class ReferenceAcrConnection:
                 raise _Broken(fc, ec, _line(exc)) from exc
             raise
         finally:
+            done.set()
             for t in timers:
                 t.cancel()
 
@@ -260,19 +263,17 @@ class ReferenceAcrConnection:
             s.shutdown(socket.SHUT_RDWR)
             s.close()
 
-    def _query_timeout(self, conn: psycopg.Connection[Any]) -> None:
-        """QueryTimeout: cancel on the server; if that gets no answer the connection has failed
-        (SQL30108N failure code 4, error code 1, ACR-9)."""
-        done = threading.Event()
-
-        def cancel() -> None:
-            with contextlib.suppress(Exception):
-                conn.cancel()
-            done.set()
-
-        threading.Thread(target=cancel, daemon=True).start()
+    def _query_timeout(self, conn: psycopg.Connection[Any], done: threading.Event) -> None:
+        """QueryTimeout: a cancel request to the server (libpq's non-blocking cancel, bounded); if it
+        gets no answer, or the statement still runs after it, the connection has failed (SQL30108N
+        failure code 3, error code 1, ACR-9)."""
+        try:
+            conn.cancel_safe(timeout=0.5)
+        except Exception:  # noqa: BLE001 - any failure of the cancel means the member does not answer
+            self._abort(3, 1)
+            return
         if not done.wait(0.5):
-            self._abort(4, 1)
+            self._abort(3, 1)
 
     def cancel(self) -> None:
         """Interrupt (``SQLCancel``, Interrupt=2): SQL30108N failure code 4, error code 2 (ACR-9)."""
@@ -332,7 +333,11 @@ class ReferenceAcrConnection:
             raise Sql30108N(2 if self.group == PRIMARY else 4, broken.failure_code, host, port, broken.error_code,
                             broken.text)
         group_before = self.group
-        self._bind(list(self.registers))  # seamless mode: reconnect now (may raise rc 4 / SQL30081N)
+        try:
+            self._bind(list(self.registers))  # seamless mode: reconnect now
+        except Sql30108N as exc:  # the primary group is exhausted: first rc 2 (this connection failed),
+            self.rc4_pending = False  # rc 4 when the next statement cannot reach it either (ACR-8)
+            raise Sql30108N(2, broken.failure_code, host, port, broken.error_code, str(exc.underlying)) from None
         assert self._member is not None
         if first and group_before == self.group:  # ACR-2: run it again, no error
             try:

@@ -70,7 +70,11 @@ def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
         return _no_topology(rule, expected)
     judged, evidence = [], []
     for op, broken in disruptions(m):
-        tries = [tr for tr in m.transports_in(op.t0, op.t1) if tr.address.kind == "member"]
+        ok_after = next((o for o in m.ops if o.t0 >= op.t0 and o.status == "ok"
+                         and o.f in ("execute", "commit", "rollback")), None)
+        until = ok_after.t1 if ok_after else op.t1  # a client may reconnect only at the next call
+        tries = [tr for tr in m.transports_in(op.t0, until)
+                 if tr.address.kind == "member" and tr.address.name != broken.address.name]
         if not tries:
             continue
         listed = m.publication(tries[0].t, tries[0].address.group) or []
@@ -351,18 +355,27 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
         return _no_topology(rule, expected)
     judged = []
     has_alternate = bool(m.group_members("alternate"))
+    broke = {id(op) for op, _ in disruptions(m)}
     for op in m.ops:
         if op.sqlstate != SQLSTATE_REROUTED:
             continue
         rc = op.fields.get("reason_code")
-        exhausted = all_primary_down(m, op.t1)
-        want = 4 if exhausted and has_alternate else 2
+        if id(op) in broke:
+            want, why = 2, "the existing connection to a member failed under it"
+        elif has_alternate and all_primary_down(m, op.t0):
+            want, why = 4, "no member of the primary group could be reached"
+        else:
+            continue
         judged.append(op)
         if rc != want:
-            return Verdict(rule, False, expected=expected,
-                           observed=f"SQL30108N reason code {rc} when the primary group was "
-                                    f"{'exhausted' if exhausted else 'still serving'}",
+            return Verdict(rule, False, expected=expected, observed=f"SQL30108N reason code {rc} when {why}",
                            evidence=[op.invoke, op.end or op.invoke])
+        if want == 4:
+            nxt = next((tr for tr in m.transports if tr.t > op.t1 and tr.outcome == "accepted"), None)
+            if nxt is not None and nxt.address.group != "alternate":
+                return Verdict(rule, False, expected=expected,
+                               observed=f"after reason code 4 the client went to {nxt.address.name}, not to the "
+                                        f"alternate group", evidence=[op.end or op.invoke, nxt.index])
     for op, broken in disruptions(m):
         commit = next((o for o in m.ops if o.f == "commit" and o.status == "ok" and o.t0 > op.t0), None)
         until = commit.t0 if commit else float("inf")

@@ -180,7 +180,8 @@ def _ops(ordered: list[Event], process: str) -> list[Op]:
 
 
 def build(events: Iterable[Event], process: str = "app") -> Model:
-    """The model of one history for the application ``process``."""
+    """The model of one history for the application ``process`` (its transports: the ACR-address
+    connections between its first call and its last)."""
     ordered = sorted(events, key=lambda e: e.index)
     topo = [e for e in ordered if e.type == "acr.topology"]
     addresses: dict[str, Address] = {}
@@ -221,9 +222,12 @@ def build(events: Iterable[Event], process: str = "app") -> Model:
     for s in starts.values():
         faults.append((str(s.get("fault")), str(s.get("node")), s.t, float("inf"), s.index))
     sessions = [Session(k, sorted(v)) for k, v in statements.items()]
-    all_transports = sorted([*transports.values(), *refused], key=lambda tr: tr.t)
-    return Model(addresses, _ops(ordered, process), all_transports, faults, published, sessions, capture,
-                 bool(topo))
+    ops = _ops(ordered, process)
+    lo = min((op.t0 for op in ops), default=float("inf"))
+    hi = max((op.t1 for op in ops), default=float("-inf"))
+    # several applications may use the groups one after another: each one's transports lie within its calls
+    all_transports = sorted((tr for tr in [*transports.values(), *refused] if lo <= tr.t <= hi), key=lambda tr: tr.t)
+    return Model(addresses, ops, all_transports, faults, published, sessions, capture, bool(topo))
 
 
 # ---------------------------------------------------------------------- derived facts
