@@ -20,10 +20,15 @@ GIVE_UP = 4.0
 def _blackholed_call(app: object, acr_faults: AcrFaults, member: str, cancel_after: float | None = None) -> None:
     app.execute("SELECT 1")  # type: ignore[attr-defined]
     app.commit()  # type: ignore[attr-defined]
-    with acr_faults.member(member, how="blackhole"), acr_faults.member(member, after=GIVE_UP, duration=0.5):
-        if cancel_after is not None:
-            app.cancel_after(cancel_after)  # type: ignore[attr-defined]
-        app.attempt(lambda: app.execute("SELECT 2"))  # type: ignore[attr-defined]
+    with acr_faults.member(member, how="blackhole"):
+        killer = acr_faults.member(member, after=GIVE_UP, duration=0.5)  # ends a call that would hang
+        try:
+            if cancel_after is not None:
+                app.cancel_after(cancel_after)  # type: ignore[attr-defined]
+            app.attempt(lambda: app.execute("SELECT 2"))  # type: ignore[attr-defined]
+        finally:
+            killer.stop()  # type: ignore[attr-defined]  # not needed any more: cancelled unless it started
+            killer.join(10)  # type: ignore[attr-defined]
 
 
 @pytest.mark.rule("ACR-9")

@@ -121,7 +121,7 @@ def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seaml
                            observed=f"the first statement of transaction {op.txn} failed on {broken.address.name} and "
                                     f"{_describe(op)}", evidence=[broken.index, op.invoke, op.end or op.invoke])
         wanted = registers(m, op.t0)
-        new = next((s for s in m.sessions_after(broken.t) if first_of(s, op.sql)), None)
+        new = next((s for s in m.sessions_after(op.t0) if first_of(s, op.sql)), None)
         at = first_of(new, op.sql) if new else None
         ok, got, idx = _replayed(new, wanted, at[0] if at else None)
         if not ok:
@@ -161,7 +161,7 @@ def check_acr_3(events: list[Event], *, process: str = "app", mode: str = "seaml
                            observed=f"statement {op.n + 1} of transaction {op.txn} failed on {broken.address.name} "
                                     f"and {_describe(op)}", evidence=[broken.index, op.invoke, op.end or op.invoke])
         wanted = registers(m, op.t0)
-        new = next((s for s in m.sessions_after(broken.t) if s.start <= op.t1), None)
+        new = next((s for s in m.sessions_after(op.t0) if s.start <= op.t1), None)
         ok, got, idx = _replayed(new, wanted, op.t1)
         if not ok:
             return Verdict(rule, False, expected=expected,
@@ -311,6 +311,7 @@ def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-s
     if _mode(mode) != "non-seamless":
         return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in seamless mode")
     calls = [o for o in m.ops if o.f in ("connect", "execute", "commit", "rollback")]
+    broke = {id(op): tr for op, tr in disruptions(m)}
     judged = []
     for i, op in enumerate(calls):
         if not (op.f == "connect" or (op.sqlstate == SQLSTATE_REROUTED)):
@@ -318,7 +319,12 @@ def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-s
         nxt = next((o for o in calls[i + 1:] if o.f == "execute"), None)
         if nxt is None:
             continue
-        start = op.t0 if op.f == "connect" else op.t1
+        if op.f == "connect":
+            start = op.t0
+        elif id(op) in broke:  # the transport broke under it: no new one before the next statement
+            start = max(op.t0, broke[id(op)].t) + 1e-9
+        else:  # SQL30108N while binding (reason code 4): its own attempts are the bind
+            start = op.t1
         early = m.transports_in(start, nxt.t0)
         judged.append(op)
         if early:
