@@ -203,7 +203,11 @@ class AcrGroups:
             self._capture = None
 
     def __enter__(self) -> AcrGroups:
-        return self.up()
+        try:
+            return self.up()
+        except BaseException:
+            self.down()  # the observers it started; the proxies go with the topology
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.down()
