@@ -394,8 +394,8 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
                                     f"back to it", evidence=[broken.index, op.invoke, again[0].index])
     if not judged:
         return Verdict(rule, UNKNOWN, expected=expected, observed="no SQL30108N and no failed member observed")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} judged",
-                   evidence=[o.invoke for o in judged])
+    return Verdict(rule, True, expected=expected, observed=f"{len({id(o) for o in judged})} call(s) judged",
+                   evidence=sorted({o.invoke for o in judged}))
 
 
 # ---------------------------------------------------------------------- ACR-9
