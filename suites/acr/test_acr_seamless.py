@@ -81,10 +81,10 @@ def test_commit_and_rollback_after_full_fetch(pair: Pair, acr: AcrGroups, acr_fa
     app.execute("SELECT k FROM acr_keys")
     with acr_faults.member("m1"):
         app.attempt(app.commit)
-        app.execute("SELECT generate_series(1, 5)")
+        app.attempt(lambda: app.execute("SELECT generate_series(1, 5)"))
         with acr_faults.member("m2"):
             app.attempt(app.rollback)
-            app.execute("DECLARE c CURSOR FOR SELECT 1")
+            app.attempt(lambda: app.execute("DECLARE c CURSOR FOR SELECT 1"))
             with acr_faults.member("m3"):
                 app.attempt(app.commit)
     check(check_acr_5(history.events()))
