@@ -49,7 +49,10 @@ PROFILES: tuple[Profile, ...] = (
             workload="harness.workload.oltp", suites="suites/persistent"),
     Profile("acr", "Automatic client reroute (DB2)", ("ACR",), built=False),
     Profile("icm", "Internet Cluster Manager (Domino)", ("ICM",), built=False),
-    Profile("lpq", "libpq multi-host rules (PostgreSQL drivers)", ("LPQ",), built=False),
+    Profile("lpq", "libpq multi-host rules (PostgreSQL drivers)", ("LPQ",),
+            client_protocol="harness.clients.lpq.protocol:HostListAdapter",
+            client_modules=("harness.clients.lpq",), checker_modules=("harness.rules.lpq",),
+            workload="harness.workload.lpq", suites="suites/lpq"),
 )
 
 

@@ -44,6 +44,7 @@ FAMILY_FEATURES: dict[str, str] = {
     "PER": "PER - persistent connections",
     "ACR": "ACR - automatic client reroute",
     "ICM": "ICM - cluster manager selection",
+    "LPQ": "LPQ - libpq multi-host rules",
     "DUR": "DUR - durability",
     "OBS": "OBS - observability",
 }
@@ -89,6 +90,12 @@ RULE_TITLES: dict[str, str] = {
     "ICM-5": "Least loaded",
     "ICM-6": "Last resort",
     "ICM-7": "No transparent failover",
+    "LPQ-1": "Hosts in order",
+    "LPQ-2": "Next host on failure",
+    "LPQ-3": "Per-host timeout",
+    "LPQ-4": "Session attributes",
+    "LPQ-5": "Authentication failure stops",
+    "LPQ-6": "Random order",
     "DUR-1": "No acknowledged write lost",
     "OBS-1": "Harness error is not a violation",
 }
