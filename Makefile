@@ -4,6 +4,7 @@
 #                 $(TOXIPROXY_SERVER), default ../shared/toxiproxy/toxiproxy-server, exists)
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
 #   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
+#   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -15,8 +16,10 @@ TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
 REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
 # e.g. make mutation MUTATION_ARGS="--sample 60" (a fixed-seed sample per module), or "--module harness/rules/persistent.py"
 MUTATION_ARGS ?=
+# The LPQ matrix columns (make matrix): every registered driver but the `reference` alias of libpq.
+LPQ_CLIENTS ?= libpq,libpq-system,psycopg,psycopg2,asyncpg,pg8000,node-pg,postgres-js,pgjdbc
 
-.PHONY: setup test chaos lint bench mutation clean
+.PHONY: setup test chaos lint bench mutation matrix clean
 
 setup:
 	@bash scripts/setup.sh
@@ -44,6 +47,9 @@ bench: setup
 
 mutation: setup
 	$(PY) -m scripts.mutation --jobs $(JOBS) $(MUTATION_ARGS)
+
+matrix: setup
+	$(FH) matrix --profile lpq --clients $(LPQ_CLIENTS) --doc docs/matrix-lpq.md
 
 clean:
 	-$(FH) down --all

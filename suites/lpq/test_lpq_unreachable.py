@@ -18,12 +18,13 @@ TIMEOUT = 2
 @pytest.mark.rule("LPQ-1", "LPQ-2", "LPQ-3")
 @pytest.mark.topology(mode="sync", mirror_readable=True)
 def test_first_host_unreachable(pair: Pair, faults: Faults, history: History, check: Check, scenario) -> None:
-    """LPQ-2: refused / black-holed / slow first host -> the second host is tried and the open
-    succeeds (a reset of an accepted connection is not one of LPQ-2's cases, see check_lpq_2: that
-    scenario is judged by LPQ-1 only and its outcome kept in the history); both black-holed or both refusing -> the open fails once each host failed
+    """LPQ-2: a refused / black-holed / slow first host -> the second host is tried and the open
+    succeeds; both black-holed or both refusing -> the open fails once each host failed
     (interpretation: one pass; a client still trying 1 s after its last attempt ended keeps trying
-    forever). LPQ-3: a black-holed or slow host is given up after ``connect_timeout`` (2 s, -1/+1 s:
-    libpq 15 counts whole seconds), so two black holes take about 4 s. LPQ-1: n1 before n2."""
+    forever). A reset of an accepted connection is not one of LPQ-2's cases (see check_lpq_2): that
+    scenario is judged by LPQ-1 only, its outcome kept in the history. LPQ-3: a black-holed or slow
+    host is given up after ``connect_timeout`` (2 s, -1/+1 s: libpq 15 counts whole seconds), so two
+    black holes take about 4 s. LPQ-1: n1 before n2."""
     verdicts = []
     cases = [
         ("first-refused", [("n1", "refuse")], ["LPQ-1", "LPQ-2"]),

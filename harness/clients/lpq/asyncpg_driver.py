@@ -49,7 +49,7 @@ class AsyncpgClient(HostListAdapter):
             kwargs["timeout"] = spec.connect_timeout
         try:
             return self._run(asyncpg.connect(**kwargs))
-        except (asyncpg.PostgresError, OSError, asyncio.TimeoutError, asyncpg.InterfaceError) as exc:
+        except (TimeoutError, asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
             raise HostListOpenError(one_line(exc) or type(exc).__name__,
                                     sqlstate=getattr(exc, "sqlstate", None),
                                     reason="timeout" if isinstance(exc, asyncio.TimeoutError) else "error") from None
@@ -65,7 +65,7 @@ class AsyncpgClient(HostListAdapter):
     def _close(self, handle: Any) -> None:
         try:
             self._run(handle.close(timeout=5))
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
             handle.terminate()
 
     def _stop(self) -> None:

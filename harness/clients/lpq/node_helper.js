@@ -44,12 +44,15 @@ const drivers = {
       async close() { await client.end(); },
     };
   },
-  // postgres.js: host/port arrays, target_session_attrs, connect_timeout (s); one reserved connection.
+  // postgres.js: host/port arrays, target_session_attrs, connect_timeout (s). It connects lazily, on
+  // the first query (a reserve() alone does not connect in 3.4): the open is that first query, then
+  // the one connection (max: 1) is reserved for the session.
   async postgres(o) {
     const postgres = require('postgres');
     const sql = postgres({ ...o, max: 1, onnotice: () => {}, fetch_types: false, prepare: false });
     let reserved;
-    try { reserved = await sql.reserve(); } catch (e) { sql.end({ timeout: 0 }).catch(() => {}); throw e; }
+    try { await sql.unsafe('SELECT 1'); reserved = await sql.reserve(); }
+    catch (e) { sql.end({ timeout: 0 }).catch(() => {}); throw e; }
     return {
       host: null,
       async execute(q) { const r = await reserved.unsafe(q).values(); return (r || []).map(row => row.map(text)); },

@@ -28,23 +28,30 @@ from harness.rules.verdict import UNKNOWN, Verdict
 CHI2_CRITICAL_0001 = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}
 
 
-def _unobserved(events: Sequence[Event], opens: list[HostListOpen]) -> list[str]:
+def _observable(events: Sequence[Event], opens: list[HostListOpen]) -> tuple[list[HostListOpen], list[str]]:
+    """The opens whose attempts were all observable, and why the others were not (OBS-1: a refused
+    connect nobody saw would make a driver look as if it had skipped a host)."""
     obs = Observability.of(sorted(events, key=lambda e: (e.t, e.index)))
-    out: list[str] = []
+    seen: list[HostListOpen] = []
+    why: list[str] = []
     for o in opens:
         partners = {o.name(h): [h] for h in o.hosts}
-        out += obs.unobserved(partners, o.invoke.t, o.window_end, client_reported=False)
-    return out
+        reasons = obs.unobserved(partners, o.invoke.t, o.window_end, client_reported=False)
+        if reasons:
+            why.append(f"{o.label()}: {reasons[0]}")
+        else:
+            seen.append(o)
+    return seen, why
 
 
 def _verdict(rule: str, expected: str, judged: int, bad: list[tuple[str, tuple[int, ...]]],
              good: list[str], unobserved: list[str], what: str = "opens") -> Verdict:
-    if bad:
+    if bad:  # only observable opens are ever judged, so a violation stands beside unobservable ones
         text, ev = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         return Verdict(rule, False, expected=expected, observed=text + more, evidence=ev,
                        details={"violations": [b[0] for b in bad]})
-    if unobserved:
+    if not judged and unobserved:
         return Verdict(rule, UNKNOWN, expected=expected, observed=unobserved[0])
     if not judged:
         return Verdict(rule, UNKNOWN, expected=expected, observed=f"no {what} this rule can judge")
@@ -66,7 +73,7 @@ def check_lpq_1(events: Sequence[Event], process: Any = None) -> Verdict:
     in the order given - the first pass of each open attempts host 1, then host 2, … (a later
     return to the top is LPQ-2's or ``prefer-standby``'s second pass)."""
     expected = "the hosts tried in the order listed (1st, then 2nd, …)"
-    opens = [o for o in host_list_opens(events, process) if _ordered(o)]
+    opens, unseen = _observable(events, [o for o in host_list_opens(events, process) if _ordered(o)])
     bad, good, judged = [], [], 0
     for o in opens:
         first = o.first_pass()
@@ -81,7 +88,7 @@ def check_lpq_1(events: Sequence[Event], process: Any = None) -> Verdict:
                         f"({_seq(o, first)})", (o.invoke.index, first[wrong].index)))
         else:
             good.append(f"{o.label()}: {_seq(o, first)}")
-    return _verdict("LPQ-1", expected, judged, bad, good, _unobserved(events, opens))
+    return _verdict("LPQ-1", expected, judged, bad, good, unseen)
 
 
 def check_lpq_2(events: Sequence[Event], process: Any = None, grace: float = 1.0,
@@ -96,8 +103,9 @@ def check_lpq_2(events: Sequence[Event], process: Any = None, grace: float = 1.0
     (``judge_reset=True`` judges it all the same)."""
     expected = "next host after a failed one; the open fails once every host failed (one pass)"
     resets = [] if judge_reset else reset_windows(events)
-    opens = [o for o in host_list_opens(events, process) if not o.auth_failed
-             and not any(w.node == a.node and w.start <= a.t < w.end for w in resets for a in o.attempts)]
+    opens, unseen = _observable(events, [
+        o for o in host_list_opens(events, process) if not o.auth_failed
+        and not any(w.node == a.node and w.start <= a.t < w.end for w in resets for a in o.attempts)])
     bad: list[tuple[str, tuple[int, ...]]] = []
     good, judged = [], 0
     for o in opens:
@@ -128,7 +136,7 @@ def check_lpq_2(events: Sequence[Event], process: Any = None, grace: float = 1.0
                         f"({_seq(o)})", ev))
         else:
             good.append(f"{o.label()} {o.outcome}: {_seq(o)}")
-    return _verdict("LPQ-2", expected, judged, bad, good, _unobserved(events, opens))
+    return _verdict("LPQ-2", expected, judged, bad, good, unseen)
 
 
 def check_lpq_3(events: Sequence[Event], process: Any = None, early: float = 1.0, late: float = 1.0,
@@ -223,7 +231,7 @@ def check_lpq_5(events: Sequence[Event], process: Any = None) -> Verdict:
     fails, the remaining hosts are not tried - the open fails with no attempt at another host after
     the first host that accepted the connection. An open that did not fail on authentication (as
     its error says) cannot be judged (unknown)."""
-    opens = host_list_opens(events, process)
+    opens, unseen = _observable(events, host_list_opens(events, process))
     expected = "after an authentication failure the open fails, no further host tried"
     bad: list[tuple[str, tuple[int, ...]]] = []
     good, judged, unknown = [], 0, []
@@ -247,7 +255,7 @@ def check_lpq_5(events: Sequence[Event], process: Any = None) -> Verdict:
             unknown.append(f"{o.label()} {o.outcome} without an authentication error: {o.error[:100]}")
     if not bad and not judged and unknown:
         return Verdict("LPQ-5", UNKNOWN, expected=expected, observed=unknown[0])
-    return _verdict("LPQ-5", expected, judged, bad, good, _unobserved(events, opens))
+    return _verdict("LPQ-5", expected, judged, bad, good, unseen)
 
 
 def chi_square(counts: Sequence[int]) -> float:
