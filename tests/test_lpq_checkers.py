@@ -288,3 +288,13 @@ def test_attempts_belong_to_their_open_only() -> None:
 def test_registered_and_ordinal() -> None:
     assert [r for r in registry.all_rules() if r.startswith("LPQ")] == [f"LPQ-{i}" for i in range(1, 7)]
     assert [ordinal(i) for i in (1, 2, 3, 4, 11, 12, 21)] == ["1st", "2nd", "3rd", "4th", "11th", "12th", "21st"]
+
+
+def test_lpq4_pending_after_rejecting_an_acceptable_host_is_violated() -> None:
+    b = Builder()  # read-only over [standby, primary]: the standby is acceptable, yet closed, again and again
+    b.servers(0.0, {A: (True, False), B: (False, False)})
+    b.open(0.1, [(0.11, A, "accepted", 0.12), (0.13, B, "accepted", 0.14), (0.15, A, "accepted", 0.16)], None,
+           tsa="read-only")
+    b.h.record("client.outcome", t=8.0, process="app", pending=True)
+    v = check_lpq_4(b.events)
+    assert v.valid is False and "which is acceptable" in v.observed

@@ -59,7 +59,8 @@ def collect_cells(histories_dir: Path, family: str | None = None, *,
                 continue
             judged.add(rule)
             status = verdict_status(v)
-            evidence = f"{v.get('observed') or ''} (expected {v.get('expected') or '-'}; {test})"
+            evidence = f"{v.get('observed') or ''} (expected {v.get('expected') or '-'}; {test})" \
+                if status != "not offered" else str(v["details"]["not_offered"])
             judge(rule, status, evidence, test, path)
             process = ((v.get("details") or {}).get("params") or {}).get("process")
             if scenarios and process:

@@ -51,6 +51,11 @@ class Scenarios:
              after: float = 4.0, write: bool = False, keep: bool = False, label: str = "") -> Outcome:
         """Open (bounded), record where the session landed, close it (unless ``keep``)."""
         out = bounded_open(client, spec, self.history, faults=faults, wait=wait, after=after, label=label)
+        if out.pending:  # stop it, so that its further attempts cannot mix with the next scenario's
+            with contextlib.suppress(Exception):
+                client.shutdown()
+            self.history.record("lpq.client_stopped", process=getattr(client, "process", None),
+                                reason="open still pending at the end of its scenario")
         if out.ok:
             probe_landing(out.conn, topology, self.history, client, write=write)
             if not keep:

@@ -35,6 +35,7 @@ def test_first_host_unreachable(pair: Pair, faults: Faults, history: History, ch
         ("every-host-refused", [("n1", "refuse"), ("n2", "refuse")], ["LPQ-2"]),
     ]
     checkers = {"LPQ-1": check_lpq_1, "LPQ-2": check_lpq_2, "LPQ-3": check_lpq_3}
+    scenario.servers(pair, ["n1", "n2"])  # the hosts' names for the evidence
     for name, what, rules in cases:
         client = scenario.client(name)
         spec = host_list(pair, ["n1", "n2"], connect_timeout=TIMEOUT)

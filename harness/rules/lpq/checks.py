@@ -180,7 +180,8 @@ def check_lpq_4(events: Sequence[Event], process: Any = None) -> Verdict:
     ``target_session_attrs`` (read-write / primary / standby / read-only / prefer-standby / any), as
     the landed server reports itself through the client's connection; ``prefer-standby`` lands on a
     standby when a reachable listed host is one; an open fails only when no reachable listed host is
-    acceptable (roles from ``lpq.servers``)."""
+    acceptable (roles from ``lpq.servers``); an open that closed an acceptable host's connection and
+    never opened rejected it (violated)."""
     opens = host_list_opens(events, process)
     expected = "the session on a server acceptable for target_session_attrs (an unacceptable one skipped)"
     bad: list[tuple[str, tuple[int, ...]]] = []
@@ -213,6 +214,14 @@ def check_lpq_4(events: Sequence[Event], process: Any = None) -> Verdict:
                 bad.append((f"{where} although {o.name(standbys[0])} is a reachable standby", ev))
             else:
                 good.append(where)
+        elif o.outcome == "pending" and o.servers:
+            rejected = [a for a in o.attempts if a.kind == "accepted" and a.closed_t is not None and a.host in fit]
+            if rejected:
+                judged += 1
+                a = rejected[0]
+                bad.append((f"{o.label()} with target_session_attrs={tsa} closed {o.name(a.host)}, which is "
+                            f"acceptable, and had not opened after {o.duration():.2f} s ({_seq(o)})",
+                            (o.invoke.index, a.index)))
         elif o.outcome in ("fail", "info") and o.servers and not o.auth_failed:
             judged += 1
             ev = (o.invoke.index,) + ((o.end.index,) if o.end else ())
