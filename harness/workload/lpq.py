@@ -2,7 +2,7 @@
 (fault-proxy) addresses, opens bounded in time, and the servers' view recorded beside the
 network's.
 
-* :func:`host_list` builds the :class:`~harness.clients.lpq.protocol.HostListSpec` for nodes in a
+* :func:`host_list` builds the :class:`~harness.rules.lpq.spec.HostListSpec` for nodes in a
   given order, with the engine's test login.
 * :func:`record_servers` writes ``lpq.servers``: each listed host's node, ``in_recovery``,
   ``read_only`` (read directly from the server, bypassing the proxies) and whether the suite left it
@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.clients.lpq.protocol import HostListClientError, HostListSpec, NotOfferedError
 from harness.errors import MirroringClientError
 from harness.history.core import History
+from harness.rules.lpq.spec import HostListSpec
 
 LANDING_SQL = ("SELECT pg_is_in_recovery()::text, inet_server_port()::text, "
                "current_setting('default_transaction_read_only')")
@@ -123,7 +123,7 @@ def probe_landing(conn: Any, topology: Any, history: History, client: Any, *, wr
     op_id = _last_open_id(history, process)
     try:
         rows = conn.execute(LANDING_SQL)
-    except HostListClientError as exc:
+    except MirroringClientError as exc:  # the client's own error (HostListClientError)
         history.record("lpq.landed", process=process, op_id=op_id, error=str(exc)[:300])
         return {}
     in_rec, port, ro = rows[0]
@@ -136,9 +136,10 @@ def probe_landing(conn: Any, topology: Any, history: History, client: Any, *, wr
         try:
             conn.execute("CREATE TEMP TABLE lpq_probe (x int)")
             history.record("lpq.write", process=process, op_id=op_id, ok=True)
-        except HostListClientError as exc:
+        except MirroringClientError as exc:
             history.record("lpq.write", process=process, op_id=op_id, ok=False,
-                           error=f"{exc.sqlstate or '-'} {str(exc)[:200]}", sqlstate=exc.sqlstate)
+                           error=f"{getattr(exc, 'sqlstate', None) or '-'} {str(exc)[:200]}",
+                           sqlstate=getattr(exc, 'sqlstate', None))
     return landed
 
 
@@ -149,5 +150,5 @@ def _last_open_id(history: History, process: Any) -> Any:
     return None
 
 
-__all__ = ["LANDING_SQL", "NotOfferedError", "Outcome", "bounded_open", "host_list", "not_offered",
+__all__ = ["LANDING_SQL", "Outcome", "bounded_open", "host_list", "not_offered",
            "probe_landing", "record_servers"]
