@@ -35,6 +35,7 @@ PROFILE_EPICS: dict[str, str] = {
     "PER": "Persistent connections (PolarProxy)",
     "ACR": "Automatic client reroute (DB2)",
     "ICM": "Internet Cluster Manager (Domino)",
+    "LPQ": "libpq multi-host rules (PostgreSQL drivers)",
     "DUR": "Cross-cutting",
     "OBS": "Cross-cutting",
 }
@@ -121,7 +122,7 @@ CATEGORIES: list[dict[str, Any]] = [
                     "whose message starts with the rule ID).",
      "matchedStatuses": ["failed"],
      # allure-pytest prefixes the exception's qualified class name; the rule ID follows it
-     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|DUR|OBS)-\d+[: ].*"},
+     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|LPQ|DUR|OBS)-\d+[: ].*"},
     {"name": "Other test failures",
      "description": "A failed assertion that does not cite a rule ID.",
      "matchedStatuses": ["failed"]},
