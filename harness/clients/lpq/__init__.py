@@ -39,3 +39,17 @@ def factory(name: str) -> Any:
 for _name in LPQ_CLIENTS:
     register_client("lpq", _name, factory(_name))
 register_client("lpq", "reference", factory("libpq"))  # the profile's default (--client omitted)
+
+#: The same drivers as mirroring clients (``lpq-<name>``; issue 12, point 3): the host list is
+#: ``[Server, Failover Partner]`` with ``target_session_attrs=read-write`` (as_mirroring.py).
+MIRRORING_DRIVERS = ("libpq", "psycopg", "psycopg2", "asyncpg", "postgres-js", "pgjdbc")
+
+
+def _register_mirroring() -> None:
+    from harness.clients.lpq.as_mirroring import as_mirroring
+
+    for name in MIRRORING_DRIVERS:
+        register_client("mirroring", f"lpq-{name}", as_mirroring(factory(name)))
+
+
+_register_mirroring()
