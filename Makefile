@@ -5,6 +5,7 @@
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
 #   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
 #   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
+#   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -18,8 +19,10 @@ REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
 MUTATION_ARGS ?=
 # The LPQ matrix columns (make matrix): every registered driver but the `reference` alias of libpq.
 LPQ_CLIENTS ?= libpq,libpq-system,psycopg,psycopg2,asyncpg,pg8000,node-pg,postgres-js,pgjdbc
+# The same drivers against the MIR suites (make matrix-mir; host list = [Server, Failover Partner]).
+MIR_DRIVER_CLIENTS ?= lpq-libpq,lpq-psycopg,lpq-psycopg2,lpq-asyncpg,lpq-postgres-js,lpq-pgjdbc
 
-.PHONY: setup test chaos lint bench mutation matrix clean
+.PHONY: setup test chaos lint bench mutation matrix matrix-mir clean
 
 setup:
 	@bash scripts/setup.sh
@@ -50,6 +53,9 @@ mutation: setup
 
 matrix: setup
 	$(FH) matrix --profile lpq --clients $(LPQ_CLIENTS) --doc docs/matrix-lpq.md
+
+matrix-mir: setup
+	$(FH) matrix --profile mirroring --clients $(MIR_DRIVER_CLIENTS) --doc docs/matrix-mirroring-drivers.md
 
 clean:
 	-$(FH) down --all

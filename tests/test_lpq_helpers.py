@@ -124,3 +124,26 @@ def test_every_registered_client_declares_its_driver() -> None:
     assert lib.driver.startswith("libpq ") and lib.not_offered(spec(2, load_balance_hosts="random")) is None
     system = factory("libpq-system")()
     assert system.driver.startswith("libpq ")
+
+
+def test_mirroring_view_of_a_driver_is_its_host_list() -> None:
+    """Issue 12 point 3: ``Server=A; Failover Partner=B; Connect Timeout=1.5`` is the host list [A, B],
+    read-write, connect_timeout 2 (libpq's minimum) - and the driver's refusal is a mirroring
+    ConnectionOpenError recorded with the MIR ``op.invoke`` value."""
+    from harness.clients.lpq.as_mirroring import host_list_of
+    from harness.clients.registry import resolve_client
+    from harness.errors import ConnectionOpenError
+    from harness.rules.connstring import parse_connection_string
+
+    a, b = closed_port(), closed_port()
+    text = f"Server=127.0.0.1,{a}; Failover Partner=127.0.0.1,{b}; Database=app; Connect Timeout=1.5; User ID=app"
+    hosts = host_list_of(parse_connection_string(text))
+    assert hosts.hosts == (("127.0.0.1", a), ("127.0.0.1", b))
+    assert hosts.target_session_attrs == "read-write" and hosts.connect_timeout == 2
+    history = History()
+    client = resolve_client("lpq-libpq", "mirroring").factory(history=history, process="m")
+    with pytest.raises(ConnectionOpenError):
+        client.open(text)
+    client.shutdown()
+    invoke = next(e for e in history.events() if e.type == "op.invoke")
+    assert invoke.get("value")["initial"] == f"127.0.0.1,{a}" and invoke.get("value")["failover"] == f"127.0.0.1,{b}"
