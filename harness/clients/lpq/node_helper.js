@@ -93,12 +93,25 @@ async function handle(req) {
   }
 }
 
+const pending = new Set();
+function send(id, reply) {
+  if (!pending.delete(id)) return;  // answered already (e.g. failed by a driver crash)
+  process.stdout.write(JSON.stringify({ id, ...reply }) + '\n');
+}
+
 const rl = readline.createInterface({ input: process.stdin });
 rl.on('line', line => {
   let req;
   try { req = JSON.parse(line); } catch (e) { process.stdout.write(JSON.stringify({ id: null, ...failure(e) }) + '\n'); return; }
-  Promise.resolve().then(() => handle(req)).catch(failure)
-    .then(reply => process.stdout.write(JSON.stringify({ id: req.id, ...reply }) + '\n'));
+  pending.add(req.id);
+  Promise.resolve().then(() => handle(req)).catch(failure).then(reply => send(req.id, reply));
 });
 rl.on('close', () => process.exit(0));
 process.on('unhandledRejection', () => {});
+// A driver that throws from one of its own callbacks (postgres.js 3.4.9 after a switchover: "Cannot
+// read properties of null (reading 'write')") would end the helper: instead every request still
+// waiting gets that error - the application's view of a driver crash - and the helper goes on.
+process.on('uncaughtException', err => {
+  process.stderr.write(`driver crash: ${err && err.stack || err}\n`);
+  for (const id of [...pending]) send(id, { ok: false, error: `DriverCrash: ${(err && err.message) || err}`, sqlstate: null });
+});
