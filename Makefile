@@ -4,6 +4,8 @@
 #                 $(TOXIPROXY_SERVER), default ../shared/toxiproxy/toxiproxy-server, exists)
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
 #   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
+#   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
+#   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -15,8 +17,12 @@ TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
 REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
 # e.g. make mutation MUTATION_ARGS="--sample 60" (a fixed-seed sample per module), or "--module harness/rules/persistent.py"
 MUTATION_ARGS ?=
+# The LPQ matrix columns (make matrix): every registered driver but the `reference` alias of libpq.
+LPQ_CLIENTS ?= libpq,libpq-system,psycopg,psycopg2,asyncpg,pg8000,node-pg,postgres-js,pgjdbc
+# The same drivers against the MIR suites (make matrix-mir; host list = [Server, Failover Partner]).
+MIR_DRIVER_CLIENTS ?= lpq-libpq,lpq-psycopg,lpq-psycopg2,lpq-asyncpg,lpq-postgres-js,lpq-pgjdbc
 
-.PHONY: setup test chaos lint bench mutation clean
+.PHONY: setup test chaos lint bench mutation matrix matrix-mir clean
 
 setup:
 	@bash scripts/setup.sh
@@ -44,6 +50,12 @@ bench: setup
 
 mutation: setup
 	$(PY) -m scripts.mutation --jobs $(JOBS) $(MUTATION_ARGS)
+
+matrix: setup
+	$(FH) matrix --profile lpq --clients $(LPQ_CLIENTS) --doc docs/matrix-lpq.md
+
+matrix-mir: setup
+	$(FH) matrix --profile mirroring --clients $(MIR_DRIVER_CLIENTS) --doc docs/matrix-mirroring-drivers.md
 
 clean:
 	-$(FH) down --all

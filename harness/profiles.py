@@ -55,7 +55,10 @@ PROFILES: tuple[Profile, ...] = (
             client_protocol="harness.clients.icm.protocol:IcmRouter",
             client_modules=("harness.clients.icm",), checker_modules=("harness.rules.icm",),
             workload="harness.workload.icm", suites="suites/icm"),
-    Profile("lpq", "libpq multi-host rules (PostgreSQL drivers)", ("LPQ",), built=False),
+    Profile("lpq", "libpq multi-host rules (PostgreSQL drivers)", ("LPQ",),
+            client_protocol="harness.clients.lpq.protocol:HostListAdapter",
+            client_modules=("harness.clients.lpq",), checker_modules=("harness.rules.lpq",),
+            workload="harness.workload.lpq", suites="suites/lpq"),
 )
 
 

@@ -13,6 +13,8 @@ declare -A NEED=(
   [/usr/lib/postgresql/15/bin/postgres]=postgresql
   [/usr/sbin/pgbouncer]=pgbouncer
   [java]=default-jre-headless
+  [javac]=default-jdk-headless
+  [/usr/share/java/postgresql.jar]=libpostgresql-jdbc-java
   [npm]=npm
   [node]=nodejs
   [/usr/sbin/haproxy]=haproxy
@@ -20,7 +22,7 @@ declare -A NEED=(
 )
 missing=()
 for probe in "${!NEED[@]}"; do
-  if [[ "$probe" == /* ]]; then [[ -x "$probe" ]] || missing+=("${NEED[$probe]}")
+  if [[ "$probe" == /* ]]; then [[ -e "$probe" ]] || missing+=("${NEED[$probe]}")
   else command -v "$probe" >/dev/null 2>&1 || missing+=("${NEED[$probe]}"); fi
 done
 if ((${#missing[@]})); then
@@ -59,4 +61,12 @@ if [[ ! -x tools/node_modules/.bin/allure || tools/package.json -nt tools/node_m
   say "npm install (allure-commandline)"
   (cd tools && npm install --no-audit --no-fund --silent >/dev/null)
   touch tools/node_modules/.installed
+fi
+
+# --- Node PostgreSQL drivers judged by the LPQ profile (pinned by tools/drivers/node/package-lock.json)
+drivers=tools/drivers/node
+if [[ ! -f $drivers/node_modules/.installed || $drivers/package-lock.json -nt $drivers/node_modules/.installed ]]; then
+  say "npm ci ($drivers: pg, postgres)"
+  (cd $drivers && npm ci --no-audit --no-fund --silent >/dev/null)
+  touch $drivers/node_modules/.installed
 fi

@@ -33,6 +33,7 @@ def test_labels_for_a_mirroring_test() -> None:
 @pytest.mark.parametrize("rule, epic", [("PER-2", "Persistent connections (PolarProxy)"),
                                         ("ACR-3", "Automatic client reroute (DB2)"),
                                         ("ICM-6", "Internet Cluster Manager (Domino)"),
+                                        ("LPQ-4", "libpq multi-host rules (PostgreSQL drivers)"),
                                         ("DUR-1", "Cross-cutting"), ("OBS-1", "Cross-cutting")])
 def test_epic_per_profile(rule: str, epic: str) -> None:
     assert fa.labels_for_rules([rule])["epic"] == epic
@@ -45,14 +46,14 @@ def test_rule_link_base_can_be_configured(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_rule_titles_table_has_every_family_range() -> None:
     expected = {f"{fam}-{n}" for fam, count in (("MIR", 13), ("PER", 10), ("ACR", 9), ("ICM", 7),
-                                                ("DUR", 1), ("OBS", 1)) for n in range(1, count + 1)}
+                                                ("LPQ", 6), ("DUR", 1), ("OBS", 1)) for n in range(1, count + 1)}
     assert set(fa.RULE_TITLES) == expected and all(fa.RULE_TITLES.values())
     assert set(fa.RULE_SEVERITY) <= expected
 
 
 def test_rule_titles_cover_every_rulebook_id() -> None:
-    ids = set(re.findall(r"\*\*((?:MIR|PER|ACR|ICM|DUR|OBS)-\d+) ", RULES.read_text()))
-    assert len(ids) == 41
+    ids = set(re.findall(r"\*\*((?:MIR|PER|ACR|ICM|LPQ|DUR|OBS)-\d+) ", RULES.read_text()))
+    assert len(ids) == 47
     assert ids == set(fa.RULE_TITLES)
 
 

@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     line and exit 2, a harness error one line and exit 3, never a traceback)."""
     try:
         parser = build_parser()
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if argv[:1] == ["run"]:  # pytest's options pass through run (harness.cli.run_cmds.split_passthrough)
+            from harness.cli.run_cmds import split_passthrough
+
+            argv = ["run", *split_passthrough(argv[1:])]
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except ConfigError as exc:

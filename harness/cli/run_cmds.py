@@ -1,6 +1,11 @@
-"""``failover-harness run [PATH ...]``: run suites with pytest and the harness plugin, writing
-Allure results to ``reports/allure-results``. Exit code = pytest's (0 all kept, 1 violations or
-harness errors, 5 nothing collected)."""
+"""``failover-harness run [PATH ...] [pytest options] [-- pytest options]``: run suites with pytest and
+the harness plugin, writing Allure results to ``reports/allure-results``. Exit code = pytest's (0 all
+kept, 1 violations or harness errors, 5 nothing collected).
+
+Options ``run`` does not know go to pytest as they are (``run suites/lpq -x --maxfail=2 -p
+no:cacheprovider``), and so does everything after ``--`` (``run suites -- -k lpq``);
+``--pytest-arg=X`` still works. An unknown option's value is recognised as such when it is not an
+existing path (``-p no:cacheprovider``); write ``--opt=value`` or put it after ``--`` to be sure."""
 
 from __future__ import annotations
 
@@ -71,11 +76,55 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", dest="markers", help="pytest -m marker expression (e.g. 'not slow')")
 
 
+def split_passthrough(argv: list[str]) -> list[str]:
+    """``run``'s own arguments (after the word ``run``) with every token meant for pytest turned into
+    ``--pytest-arg=TOKEN``: options ``run`` does not define, the values that follow them (tokens that
+    are not existing paths), and everything after ``--``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    register_into(parser)
+    takes_value = {opt: action.nargs != 0 for action in parser._actions for opt in action.option_strings}
+    out: list[str] = []
+    pending_value = False  # the previous token was a run option that takes a value
+    foreign = False  # the previous token was a pytest option: a following non-path token is its value
+    for i, token in enumerate(argv):
+        if token == "--":
+            out += [f"--pytest-arg={t}" for t in argv[i + 1:]]
+            break
+        if pending_value:
+            out.append(token)
+            pending_value = False
+            continue
+        name = token.split("=", 1)[0]
+        if token.startswith("-") and token != "-":
+            if name in takes_value or token in ("-h", "--help"):
+                out.append(token)
+                pending_value = takes_value.get(name, False) and "=" not in token
+                foreign = False
+            else:
+                out.append(f"--pytest-arg={token}")
+                foreign = "=" not in token
+            continue
+        if foreign and not Path(token.split("::", 1)[0]).exists():
+            out.append(f"--pytest-arg={token}")
+        else:
+            out.append(token)
+        foreign = False
+    return out
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
-    p = sub.add_parser("run", help="run suites (pytest + the harness plugin, Allure results)")
+    p = sub.add_parser("run", help="run suites (pytest + the harness plugin, Allure results); options it "
+                                   "does not know, and everything after --, go to pytest",
+                       usage="%(prog)s [PATH ...] [options] [pytest options] [-- pytest options]")
+    register_into(p)
+    p.set_defaults(func=cmd_run)
+
+
+def register_into(p: argparse.ArgumentParser) -> None:
+    """``run``'s arguments (also read by :func:`split_passthrough`)."""
     p.add_argument("paths", nargs="*", help="suite folders or files (default: suites/)")
     add_run_options(p)
     p.add_argument("--pytest-arg", dest="pytest_args", action="append", default=[],
-                   help="extra argument passed to pytest as is (repeatable)")
-    p.set_defaults(func=cmd_run)
+                   help="extra argument passed to pytest as is (repeatable; or just write pytest's options, "
+                        "or put them after --)")

@@ -35,6 +35,7 @@ PROFILE_EPICS: dict[str, str] = {
     "PER": "Persistent connections (PolarProxy)",
     "ACR": "Automatic client reroute (DB2)",
     "ICM": "Internet Cluster Manager (Domino)",
+    "LPQ": "libpq multi-host rules (PostgreSQL drivers)",
     "DUR": "Cross-cutting",
     "OBS": "Cross-cutting",
 }
@@ -44,6 +45,7 @@ FAMILY_FEATURES: dict[str, str] = {
     "PER": "PER - persistent connections",
     "ACR": "ACR - automatic client reroute",
     "ICM": "ICM - cluster manager selection",
+    "LPQ": "LPQ - libpq multi-host rules",
     "DUR": "DUR - durability",
     "OBS": "OBS - observability",
 }
@@ -89,6 +91,12 @@ RULE_TITLES: dict[str, str] = {
     "ICM-5": "Least loaded",
     "ICM-6": "Last resort",
     "ICM-7": "No transparent failover",
+    "LPQ-1": "Hosts in order",
+    "LPQ-2": "Next host on failure",
+    "LPQ-3": "Per-host timeout",
+    "LPQ-4": "Session attributes",
+    "LPQ-5": "Authentication failure stops",
+    "LPQ-6": "Random order",
     "DUR-1": "No acknowledged write lost",
     "OBS-1": "Harness error is not a violation",
 }
@@ -114,7 +122,7 @@ CATEGORIES: list[dict[str, Any]] = [
                     "whose message starts with the rule ID).",
      "matchedStatuses": ["failed"],
      # allure-pytest prefixes the exception's qualified class name; the rule ID follows it
-     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|DUR|OBS)-\d+[: ].*"},
+     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|LPQ|DUR|OBS)-\d+[: ].*"},
     {"name": "Other test failures",
      "description": "A failed assertion that does not cite a rule ID.",
      "matchedStatuses": ["failed"]},

@@ -3,28 +3,50 @@
 
 A cell is ``kept`` (every verdict for that rule kept), ``violated`` (any verdict violated; the first
 one's expected/observed is the one-line evidence), ``unknown`` (verdicts unknown, or the rule was
-cited but no verdict came - a harness error is never shown as a violation, OBS-1)."""
+cited but no verdict came - a harness error is never shown as a violation, OBS-1) or ``not offered``
+(the client declares it has no way to express the scenario: ``details.not_offered``; only when no
+other verdict judged the rule). With ``scenarios=True`` each verdict's ``params.process`` (the
+scenario's client process) also gets a row of its own under the rule (``LPQ-4 · standby-first-…``).
+Each cell names the saved history that decided it (``history``), linked from the Markdown table."""
 
 from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from harness.history.store import read_jsonl
 
-STATUS_ORDER = {"violated": 0, "unknown": 1, "kept": 2}
+STATUS_ORDER = {"violated": 0, "unknown": 1, "kept": 2, "not offered": 3, None: 9}
 
 
-def collect_cells(histories_dir: Path, family: str | None = None) -> dict[str, dict[str, Any]]:
-    """Per rule ID: ``{"status", "evidence", "tests"}`` from every ``*.jsonl`` history in a folder
-    (only rule IDs starting with ``family`` when given, e.g. ``"MIR"``)."""
+def verdict_status(v: dict[str, Any]) -> str:
+    """A saved verdict's matrix word: ``kept`` / ``violated`` / ``unknown`` / ``not offered``."""
+    if (v.get("details") or {}).get("not_offered"):
+        return "not offered"
+    return v.get("status") or {True: "kept", False: "violated"}.get(v.get("valid"), "unknown")
+
+
+def collect_cells(histories_dir: Path, family: str | None = None, *,
+                  scenarios: bool = False) -> dict[str, dict[str, Any]]:
+    """Per rule ID: ``{"status", "evidence", "tests", "history"}`` from every ``*.jsonl`` history in a
+    folder (only rule IDs starting with ``family`` when given, e.g. ``"MIR"``); with ``scenarios``
+    also per ``rule · scenario``."""
     cells: dict[str, dict[str, Any]] = {}
 
     def cell(rule: str) -> dict[str, Any]:
-        return cells.setdefault(rule, {"status": "kept", "evidence": "", "tests": [], "verdicts": 0})
+        return cells.setdefault(rule, {"status": None, "evidence": "", "tests": [], "verdicts": 0, "history": None})
+
+    def judge(key: str, status: str, evidence: str, test: str, path: Path) -> None:
+        c = cell(key)
+        c["verdicts"] += 1
+        if test not in c["tests"]:
+            c["tests"].append(test)
+        if STATUS_ORDER[status] < STATUS_ORDER[c["status"]]:
+            c["status"], c["evidence"], c["history"] = status, evidence, str(path)
 
     for path in sorted(Path(histories_dir).glob("*.jsonl")):
         meta, _ = read_jsonl(path)
@@ -36,34 +58,39 @@ def collect_cells(histories_dir: Path, family: str | None = None) -> dict[str, d
             if family and not rule.startswith(family):
                 continue
             judged.add(rule)
-            c = cell(rule)
-            c["verdicts"] += 1
-            if test not in c["tests"]:
-                c["tests"].append(test)
-            status = v.get("status") or {True: "kept", False: "violated"}.get(v.get("valid"), "unknown")
-            if STATUS_ORDER[status] < STATUS_ORDER[c["status"]]:
-                c["status"] = status
-                c["evidence"] = f"{v.get('observed') or ''} (expected {v.get('expected') or '-'}; {test})"
+            status = verdict_status(v)
+            evidence = f"{v.get('observed') or ''} (expected {v.get('expected') or '-'}; {test})" \
+                if status != "not offered" else str(v["details"]["not_offered"])
+            judge(rule, status, evidence, test, path)
+            process = ((v.get("details") or {}).get("params") or {}).get("process")
+            if scenarios and process:
+                judge(f"{rule} · {process}", status, evidence, test, path)
         for rule in meta.get("rules", []):
             if (family and not rule.startswith(family)) or rule in judged:
                 continue
             c = cell(rule)
             if test not in c["tests"]:
                 c["tests"].append(test)
-            if c["status"] == "kept":
+            if c["status"] in (None, "kept", "not offered"):
                 c["status"] = "unknown"
                 c["evidence"] = f"no verdict: test {meta.get('outcome', '?')} before checking ({test})"
+                c["history"] = str(path)
+    for c in cells.values():
+        c["status"] = c["status"] or "unknown"
     return cells
 
 
-def build_matrix(profile: str, columns: dict[str, dict[str, dict[str, Any]]], rules: Iterable[str]) -> dict:
-    """The matrix document: ``{"profile", "rules", "clients": {client: {rule: cell}}}``."""
-    return {"profile": profile, "rules": list(rules), "clients": columns}
+def build_matrix(profile: str, columns: dict[str, dict[str, dict[str, Any]]], rules: Iterable[str],
+                 drivers: dict[str, str] | None = None) -> dict:
+    """The matrix document: ``{"profile", "rules", "clients": {client: {rule: cell}}, "drivers"}``
+    (``drivers``: each client's driver and version, shown under its name)."""
+    return {"profile": profile, "rules": list(rules), "clients": columns, "drivers": dict(drivers or {})}
 
 
-def _sort_key(rule: str) -> tuple[str, int]:
-    family, _, number = rule.partition("-")
-    return family, int(number) if number.isdigit() else 0
+def _sort_key(rule: str) -> tuple[str, int, str]:
+    head, _, scenario = rule.partition(" · ")
+    family, _, number = head.partition("-")
+    return family, int(number) if number.isdigit() else 0, scenario
 
 
 def all_rules(columns: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
@@ -71,11 +98,25 @@ def all_rules(columns: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return sorted({r for col in columns.values() for r in col}, key=_sort_key)
 
 
-def render_markdown(matrix: dict) -> str:
-    """A Markdown table: rules as rows, clients as columns, a one-line evidence per violation."""
+def _link(c: dict[str, Any], text: str, links_from: Path | None) -> str:
+    if not c.get("history") or links_from is None:
+        return text
+    try:
+        target = os.path.relpath(c["history"], links_from)
+    except ValueError:
+        target = c["history"]
+    return f"[{text}]({target})"
+
+
+def render_markdown(matrix: dict, links_from: Path | None = None) -> str:
+    """A Markdown table: rules as rows, clients as columns (with their drivers' versions), a one-line
+    evidence per cell that is not kept; each status links to the saved history that decided it
+    (paths relative to ``links_from``, the folder the table is written to)."""
     clients = list(matrix["clients"])
+    drivers = matrix.get("drivers") or {}
+    heads = [f"{c}<br><small>{drivers[c]}</small>" if drivers.get(c) else c for c in clients]
     lines = [f"# Conformance matrix: {matrix['profile']}", "",
-             "| rule | " + " | ".join(clients) + " |", "|---|" + "---|" * len(clients)]
+             "| rule | " + " | ".join(heads) + " |", "|---|" + "---|" * len(clients)]
     for rule in matrix["rules"]:
         row = []
         for client in clients:
@@ -83,16 +124,18 @@ def render_markdown(matrix: dict) -> str:
             if c is None:
                 row.append("–")
             elif c["status"] == "kept":
-                row.append("kept")
+                row.append(_link(c, "kept", links_from))
             else:
-                row.append(f"**{c['status']}**: {c['evidence'][:160]}".replace("|", "/"))
-        lines.append(f"| {rule} | " + " | ".join(row) + " |")
+                text = c["evidence"][:160].replace("|", "/").replace("\n", " ")
+                row.append(f"{_link(c, '**' + c['status'] + '**', links_from)}: {text}")
+        shown = rule if " · " not in rule else f"&nbsp;&nbsp;↳ {rule.split(' · ', 1)[1]}"
+        lines.append(f"| {shown} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
 def render_html(matrix: dict) -> str:
     """A standalone HTML page of the matrix (cells coloured by status, evidence on hover and inline)."""
-    colours = {"kept": "#d8f0d8", "violated": "#f6d0d0", "unknown": "#eeeeee"}
+    colours = {"kept": "#d8f0d8", "violated": "#f6d0d0", "unknown": "#eeeeee", "not offered": "#ffffff"}
     clients = list(matrix["clients"])
     head = "".join(f"<th>{html.escape(c)}</th>" for c in clients)
     rows = []
@@ -114,11 +157,49 @@ def render_html(matrix: dict) -> str:
             f"<table><tr><th>rule</th>{head}</tr>{''.join(rows)}</table>")
 
 
+def drivers_of(histories_dir: Path) -> str | None:
+    """The driver (and version) a client reported in its histories (``meta["drivers"]``), if any."""
+    for path in sorted(Path(histories_dir).glob("*.jsonl")):
+        meta, _ = read_jsonl(path)
+        for text in (meta.get("drivers") or {}).values():
+            return str(text)
+    return None
+
+
+def write_doc(matrix: dict, path: Path, *, title: str = "", intro: str = "") -> Path:
+    """Write the Markdown matrix to ``path`` (e.g. ``docs/matrix-lpq.md``), copying each history a
+    cell links to into ``<path stem>/`` beside it so that the links hold in the repository."""
+    import shutil
+
+    folder = path.parent / path.stem
+    shutil.rmtree(folder, ignore_errors=True)
+    copied: dict[str, str] = {}
+    for client, col in matrix["clients"].items():
+        for c in col.values():
+            src = c.get("history")
+            if not src:
+                continue
+            if src not in copied:
+                dest = folder / client.replace("/", "_").replace(":", "_") / Path(src).name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+                copied[src] = str(dest)
+            c["history"] = copied[src]
+    text = render_markdown(matrix, links_from=path.parent)
+    if title:
+        text = text.replace(f"# Conformance matrix: {matrix['profile']}", f"# {title}", 1)
+    if intro:
+        head, _, rest = text.partition("\n\n")
+        text = f"{head}\n\n{intro.strip()}\n\n{rest}"
+    path.write_text(text)
+    return path
+
+
 def write_matrix(matrix: dict, out_dir: Path) -> dict[str, Path]:
     """Write ``<profile>.json``, ``.md`` and ``.html`` into ``out_dir``; returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {ext: out_dir / f"{matrix['profile']}.{ext}" for ext in ("json", "md", "html")}
     paths["json"].write_text(json.dumps(matrix, indent=1))
-    paths["md"].write_text(render_markdown(matrix))
+    paths["md"].write_text(render_markdown(matrix, links_from=out_dir))
     paths["html"].write_text(render_html(matrix))
     return paths
