@@ -236,7 +236,8 @@ def copy_template(template: Path, *dests: Path) -> None:
 def _connect(sock: Path, timeout: float = 5) -> Any:
     pymysql = _pymysql()
     return pymysql.connect(unix_socket=str(sock), user="root", autocommit=True,
-                           connect_timeout=max(1, int(timeout)), read_timeout=60, write_timeout=60)
+                           connect_timeout=max(1, int(timeout)), read_timeout=60, write_timeout=60,
+                           ssl_disabled=True)
 
 
 def _sock_of(socket_dir: Path) -> Path:
