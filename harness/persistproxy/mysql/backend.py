@@ -112,6 +112,30 @@ class Backend:
                 row.append(v)
             rows.append(row)
 
+    def prepare_many(self, sqls: list[bytes]) -> list[int]:
+        """COM_STMT_PREPARE of every statement, pipelined (all sent, then all answers read); the new
+        statement ids in order (BackendError on the first ERR)."""
+        if not sqls:
+            return []
+        self.sock.sendall(b"".join(wire.frame(0, bytes([wire.COM_STMT_PREPARE]) + q) for q in sqls))
+        ids, error = [], None
+        for _ in sqls:
+            _, first = self.read()
+            if wire.is_err(first):
+                error = error or "error {}: {}".format(*wire.parse_err(first))
+                ids.append(-1)
+                continue
+            stmt_id, ncols, nparams = struct.unpack_from("<IHH", first, 1)
+            for count in (nparams, ncols):
+                for _ in range(count):
+                    self.read()
+                if count and not self.deprecate_eof:
+                    self.read()
+            ids.append(stmt_id)
+        if error:
+            raise BackendError(f"re-prepare failed: {error}")
+        return ids
+
     def prepare(self, sql: bytes) -> tuple[int, int, int]:
         """COM_STMT_PREPARE; ``(statement id, columns, params)`` (BackendError on ERR)."""
         self.send(bytes([wire.COM_STMT_PREPARE]) + sql)

@@ -348,9 +348,9 @@ class Session:
             # variables that need the session's character set are set after it (replay_order)
             for sql in self.snapshot:
                 back.query(sql)
-            for stmt in self.state.statements.values():
-                stmt.server_id, _, _ = back.prepare(stmt.sql)
-                stmt.types_sent = False
+            stmts = list(self.state.statements.values())
+            for stmt, new_id in zip(stmts, back.prepare_many([x.sql for x in stmts]), strict=True):
+                stmt.server_id, stmt.types_sent = new_id, False
         except (BackendError, OSError, wire.WireError) as exc:
             back.close()
             raise BackendError(f"replay failed: {exc}") from None
@@ -404,6 +404,7 @@ class MySQLPersistentProxy:
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._recovery: threading.Timer | None = None
+        self._drained_at: float | None = None
         self.server_version = "5.5.5-10.11-persistproxy"
         self.address: Address | None = None
         self.counters = {"sessions": 0, "kept": 0, "closed": 0, "drains": 0}
@@ -542,7 +543,8 @@ class MySQLPersistentProxy:
                 kept.append(s.id)
                 self.counters["kept"] += 1
                 self.emit("persist.kept", session=s.id)
-        seconds = time.monotonic() - t0
+        self._drained_at = time.monotonic()
+        seconds = self._drained_at - t0
         self.emit("persist.drain_end", kept=len(kept), closed=len(closed), seconds=seconds)
         self._recovery = threading.Timer(self.config.recovery_window, self._recovery_expired)
         self._recovery.daemon = True
@@ -565,27 +567,35 @@ class MySQLPersistentProxy:
     def resume(self, address: Address | None = None) -> dict[str, Any]:
         """PER-1/2/3: log every kept session in on the new principal (retrying until the recovery
         window ends), replay its state, release it; a session that cannot be rebuilt is closed."""
+        if self._recovery is not None:
+            self._recovery.cancel()  # this call now bounds the recovery itself
         address = tuple(address) if address is not None else self.principal()  # type: ignore[assignment]
         with self.cond:
             sessions = [s for s in self.sessions.values() if not s.closed and s.back is None]
-        deadline = time.monotonic() + self.config.recovery_window
-        rebuilt, failed = [], []
-        for s in sessions:
+        deadline = (self._drained_at or time.monotonic()) + self.config.recovery_window
+        rebuilt: list[int] = []
+        failed: list[int] = []
+
+        def rebuild(s: Session) -> None:
             while True:
                 try:
                     s.rebuild(address)  # type: ignore[arg-type]
                     rebuilt.append(s.id)
-                    break
+                    return
                 except BackendError as exc:
                     if time.monotonic() + 0.1 >= deadline or "replay failed" in str(exc):
                         rule = "PER-3" if "replay failed" not in str(exc) else "PER-2"
                         s.fail(ER_CONNECTION_KILLED, f"persistent proxy: {exc}", rule=rule,
                                reason="recovery failed" if rule == "PER-3" else "replay failed")
                         failed.append(s.id)
-                        break
+                        return
                     time.sleep(0.1)
-        if self._recovery is not None:
-            self._recovery.cancel()
+
+        workers = [threading.Thread(target=rebuild, args=(s,), daemon=True) for s in sessions]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(self.config.recovery_window + 30)
         with self.cond:
             self.holding = False
             self.cond.notify_all()
