@@ -59,8 +59,12 @@ class MySQLConnection:
         return sock.fileno()
 
     def close(self) -> None:
-        """Close (no error if already broken)."""
+        """Close (no error if already broken); an unfinished unbuffered result is abandoned, not read
+        from the closed socket."""
         self.closed = True
+        result = getattr(self.raw, "_result", None)
+        if result is not None:
+            result.unbuffered_active = False
         with contextlib.suppress(Exception):
             self.raw.close()
 
