@@ -29,7 +29,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         raise ConfigError(f"no client is registered for profile {args.profile}")
     for client in clients:  # every column is checked before any suite runs
         resolve_client(client, args.profile)
-    work = reports_dir() / "matrix" / args.profile
+    engine = getattr(args, "engine", "postgres")
+    out = reports_dir() / "matrix" if engine == "postgres" else reports_dir() / "matrix" / engine
+    work = out / args.profile
     columns = {}
     for client in clients:
         histories = work / client.replace("/", "_") / "histories"
@@ -37,14 +39,14 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         histories.mkdir(parents=True)
         cmd = [sys.executable, "-m", "harness.cli", "run", str(suites), "--client", client,
                "--results", str(histories.parent / "allure-results"), f"--pytest-arg=--history-dir={histories}",
-               "--pytest-arg=-q"]
+               "--pytest-arg=-q", f"--engine={engine}"]
         if args.markers:
             cmd += ["-m", args.markers]
         print(f"[failover-harness] matrix: {args.profile} suites against client {client}", file=sys.stderr, flush=True)
         subprocess.run(cmd, check=False)
         columns[client] = collect_cells(histories, PROFILE_FAMILY[args.profile])
     matrix = build_matrix(args.profile, columns, all_rules(columns))
-    paths = write_matrix(matrix, reports_dir() / "matrix")
+    paths = write_matrix(matrix, out)
     print(paths["md"].read_text())
     for ext, path in paths.items():
         print(f"{ext}: {path}")
@@ -57,4 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", required=True, help=f"one of {', '.join(PROFILES)}")
     p.add_argument("--clients", help="comma-separated client names (default: every registered one)")
     p.add_argument("-m", dest="markers", help="pytest -m expression (e.g. 'not slow')")
+    p.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"],
+                   help="database engine (mariadb: the matrix goes to reports/matrix/mariadb/)")
     p.set_defaults(func=cmd_matrix)
