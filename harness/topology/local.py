@@ -25,6 +25,7 @@ from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
 from harness.topology.links import Address, DirectLinks, Links
+from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, signal_group, signal_pid
 from harness.topology.proxied import links_of_run, make_links
@@ -53,6 +54,8 @@ from harness.topology.state import (
 )
 
 TOPOLOGIES = {"pg-pair": 2, "pg-group3": 3, "mariadb-pair": 2, "mariadb-group3": 3}
+#: The engine class of a saved run's ``engine`` name (:meth:`LocalTopology.attach`).
+RUN_ENGINES: dict[str, Callable[[], Engine]] = {"postgres": PostgresEngine, "mariadb": MariaDBEngine}
 #: The engine a topology name implies (``up --topology mariadb-pair``).
 TOPOLOGY_ENGINES = {"pg-pair": "postgres", "pg-group3": "postgres", "mariadb-pair": "mariadb",
                     "mariadb-group3": "mariadb"}
@@ -186,11 +189,9 @@ class LocalTopology(Topology):
         state = load_state(path)
         cls: type[LocalTopology] = LocalPair if len(state.nodes) == 2 else LocalGroup
         kwargs = {} if cls is LocalPair else {"nodes": len(state.nodes)}
-        from harness.topology.backend import get_engine
-
         topo = cls(mode=state.mode, mirror_readable=state.mirror_readable, history=history,  # type: ignore[call-arg]
                    links=links or "direct", topology=state.topology, detached=state.detached,
-                   engine=get_engine(state.engine or "postgres"), **kwargs)
+                   engine=RUN_ENGINES.get(state.engine or "postgres", PostgresEngine)(), **kwargs)
         topo.run_id, topo.path, topo._state = run_id, path, state
         topo.links = links or links_of_run(state)
         topo.links.setup(state)

@@ -18,7 +18,17 @@ import pymysql.cursors
 
 from harness.errors import ConfigError
 from harness.workload import mysql
-from harness.workload.oltp import _WATCHDOG, TrackedSession, _op_ids, _record, _safe, one_line, table_names
+from harness.workload.oltp import (
+    _WATCHDOG,
+    LOADERS,
+    SESSION_TYPES,
+    TrackedSession,
+    _op_ids,
+    _record,
+    _safe,
+    one_line,
+    table_names,
+)
 
 
 class MySQLConnection:
@@ -243,3 +253,7 @@ def create_table(dsn: str, name: str) -> str:
     finally:
         raw.close()
     return name
+
+
+SESSION_TYPES["mariadb"] = MySQLTrackedSession
+LOADERS["mariadb"] = load_tables

@@ -460,11 +460,7 @@ class OltpWorkload:
 
     def load(self, dsn: str) -> float:
         """Create and fill the tables on the principal reached by ``dsn``; returns the seconds."""
-        if self.engine != "postgres":
-            from harness.workload.mysql_oltp import load_tables as load_mysql
-
-            return load_mysql(dsn, self.config.n_tables, self.config.n_rows)
-        return load_tables(dsn, self.config.n_tables, self.config.n_rows)
+        return LOADERS[self.engine](dsn, self.config.n_tables, self.config.n_rows)
 
     def start(self, wait_connected: float = 30) -> OltpWorkload:
         """Start every session; returns once each has opened its first connection (or failed to)."""
@@ -534,14 +530,18 @@ class OltpWorkload:
                 "reconnects": sum(max(0, s.generation - 1) for s in self.sessions)}
 
 
+#: Session type and table loader per engine; :mod:`harness.workload.mysql_oltp` adds ``mariadb``
+#: when the package is imported (``harness/workload/__init__.py``).
+SESSION_TYPES: dict[str, type[TrackedSession]] = {"postgres": TrackedSession}
+LOADERS: dict[str, Callable[[str, int, int], float]] = {"postgres": load_tables}
+
+
 def session_class(engine: str = "postgres") -> type[TrackedSession]:
     """The session type speaking ``engine``'s protocol: :class:`TrackedSession` (PostgreSQL) or
     :class:`~harness.workload.mysql_oltp.MySQLTrackedSession` (MariaDB), recording the same events."""
-    if engine == "postgres":
-        return TrackedSession
-    from harness.workload.mysql_oltp import MySQLTrackedSession
-
-    return MySQLTrackedSession
+    if engine not in SESSION_TYPES:
+        raise ConfigError(f"no OLTP session type for engine {engine!r}; known: {', '.join(SESSION_TYPES)}")
+    return SESSION_TYPES[engine]
 
 
 #: ``session_factory(process, **options)`` in the PER suites: a started :class:`TrackedSession`.
