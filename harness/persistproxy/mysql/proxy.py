@@ -69,6 +69,7 @@ class Session:
         self.caps = 0
         self.charset = 45
         self.busy = False  # a command is being relayed
+        self.answering = False  # ... and the server's answer has begun reaching the client (PER-6)
         self.held = False  # waiting at the gate
         self.closed = False
         self.snapshot: list[str] = []  # SET statements replaying its variables (PER-2)
@@ -217,8 +218,9 @@ class Session:
             self._to_client(seq, p)
             if wire.is_err(p):
                 return
-            if p[:1] == b"\x00" and code != wire.COM_STMT_FETCH or (p[:1] == b"\xfe" and len(p) < 9
-                                                                    and code in (wire.COM_SET_OPTION,)):
+            self.answering = True
+            ok_first = p[:1] == b"\x00" and code != wire.COM_STMT_FETCH  # (a fetched binary row starts 0x00)
+            if ok_first or (code == wire.COM_SET_OPTION and wire.is_eof(p)):
                 more = self._end(p)
                 if code == wire.COM_RESET_CONNECTION:
                     self.state.reset()
@@ -233,7 +235,7 @@ class Session:
                     return
                 continue
             if code == wire.COM_STMT_FETCH:  # rows then EOF (p is the first row or the EOF)
-                if p[:1] == b"\xfe" and len(p) < wire.MAX_PACKET:
+                if wire.is_eof(p):
                     self._fetch_end(cmd, p)
                     return
                 self._fetch_end(cmd, self._read_until_eof(rows=True))
@@ -255,7 +257,7 @@ class Session:
         while True:
             seq, p = back.read()
             self._to_client(seq, p)
-            if wire.is_err(p) or (p[:1] == b"\xfe" and len(p) < wire.MAX_PACKET):
+            if wire.is_err(p) or wire.is_eof(p):
                 if not wire.is_err(p):
                     self._end(p)
                 return p
@@ -495,6 +497,7 @@ class MySQLPersistentProxy:
             if s.closed:
                 raise SessionClosed()
             s.busy = True
+            s.answering = False
 
     # ------------------------------------------------------------------ switchover API
     def drain(self, timeout: float | None = None) -> dict[str, Any]:
@@ -525,7 +528,7 @@ class MySQLPersistentProxy:
                     continue
                 blocker = s.state.blocking_reason
                 if blocker is None and s.busy:
-                    blocker = ("PER-6", "partial result") if s.busy else None
+                    blocker = ("PER-6", "partial result") if s.answering else ("PER-4", "request still running")
                 if blocker is None:
                     try:
                         s.take_snapshot()

@@ -269,8 +269,9 @@ def is_err(p: bytes) -> bool:
 
 
 def is_eof(p: bytes) -> bool:
-    """An EOF packet (or an OK packet in EOF's place under DEPRECATE_EOF)."""
-    return p[:1] == b"\xfe" and len(p) < MAX_PACKET and (len(p) < 9 or True)
+    """An EOF packet, or an OK packet in EOF's place under DEPRECATE_EOF (0xFE header; a row never
+    starts with 0xFE short of a 16 MB value)."""
+    return p[:1] == b"\xfe" and len(p) < MAX_PACKET
 
 
 def parse_err(p: bytes) -> tuple[int, str]:
