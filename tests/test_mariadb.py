@@ -189,3 +189,37 @@ def test_proxy_closes_temp_table_and_open_transaction_sessions(mpair: LocalPair,
             _q(closed, "SELECT 1")
     assert {e.get("rule") for e in history.events("persist.closed")} == {"PER-5", "PER-7"}
     plain.close()
+
+
+def test_diverged_former_principal_is_recloned_on_rejoin() -> None:
+    """A commit only the killed principal has (its mirror's replication was stopped, async pair) makes
+    it diverge: rejoin re-clones it (``node.reclone``) with mariadb-backup, and it follows again."""
+    history = History()
+    with LocalPair(engine=MariaDBEngine(), mode="async", history=history) as pair:
+        old = pair.principal.name
+        c = _conn(pair.principal.client_address, pair)
+        _q(c, "CREATE TABLE div_t (k int PRIMARY KEY)")
+        _q(c, "INSERT INTO div_t VALUES (1)")
+        time.sleep(0.5)
+        with pair.mirror.admin() as adm:
+            adm.execute("STOP SLAVE")
+        _q(c, "INSERT INTO div_t VALUES (2)")  # on the principal only
+        c.close()
+        pair.failover()
+        c = _conn(pair.principal.client_address, pair)
+        _q(c, "INSERT INTO div_t VALUES (3)")
+        c.close()
+        pair.rejoin()
+        assert [e.get("node") for e in history.events("node.reclone")] == [old]
+        c = _conn(pair.principal.client_address, pair)
+        _q(c, "INSERT INTO div_t VALUES (4)")
+        c.close()
+        deadline = time.monotonic() + 20
+        while True:
+            c = _conn(pair.node(old).client_address, pair)
+            rows = [r[0] for r in _q(c, "SELECT k FROM div_t ORDER BY k")]
+            c.close()
+            if rows == [1, 3, 4] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert rows == [1, 3, 4]  # the diverged commit 2 is gone, the new principal's history is there

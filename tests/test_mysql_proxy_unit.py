@@ -18,7 +18,7 @@ from harness.persistproxy.mysql import wire
 from harness.persistproxy.mysql.backend import Column, literal
 from harness.persistproxy.mysql.state import SessionState, Statement
 from harness.rules.sessions_kept import check_every_session_kept
-from harness.topology.mariadb import is_prefix, parse_gtid_pos, server_id
+from harness.topology.mariadb import is_contained, parse_gtid_pos, parse_gtid_state, server_id
 from harness.workload.mysql import outcome_of, parse_dsn
 from harness.workload.sysbench import parse_output
 
@@ -119,18 +119,23 @@ def test_replay_literals_keep_types() -> None:
     assert literal(b"", Column("a", 253, 45)) == "''"
 
 
-def test_gtid_prefix_rules_of_the_rewind() -> None:
+def test_gtid_containment_rules_of_the_rewind() -> None:
     assert parse_gtid_pos("0-1-104,1-2-7") == {0: (1, 104), 1: (2, 7)}
-    assert is_prefix("0-1-104", "0-1-104") and is_prefix("0-1-100", "0-2-200") and is_prefix("", "0-1-5")
-    assert not is_prefix("0-1-105", "0-1-104")  # more transactions than the source
-    assert not is_prefix("0-1-105", "0-2-105")  # same sequence from another server: diverged
-    assert not is_prefix("1-1-3", "0-1-104")  # a domain the source never saw
+    assert parse_gtid_state("0-1-104,0-2-7,0-1-90") == {(0, 1): 104, (0, 2): 7}
+    assert is_contained("0-1-104", "0-1-104") and is_contained("", "0-1-5")
+    assert is_contained("0-1-100", "0-1-104,0-2-200")  # the old principal's writes, then the new one's
+    assert not is_contained("0-1-105", "0-1-104")  # a commit the source never got
+    # the failure seen in a DUR-1 run: a killed principal (server 2) had committed 0-2-1378 that the
+    # promoted node never received; the source went on writing higher sequence numbers as server 1
+    assert not is_contained("0-2-1378", "0-2-1377,0-1-1400")
+    assert not is_contained("1-1-3", "0-1-104")  # a domain the source never saw
     assert server_id("n3") == 3 and server_id("other") > 1000
 
 
-@given(st.integers(0, 50), st.integers(0, 50))
-def test_gtid_prefix_is_sequence_order_on_one_server(a: int, b: int) -> None:
-    assert is_prefix(f"0-1-{a}", f"0-1-{b}") == (a <= b)
+@given(st.integers(0, 50), st.integers(0, 50), st.integers(1, 3))
+def test_gtid_containment_is_per_server_sequence(a: int, b: int, other: int) -> None:
+    assert is_contained(f"0-1-{a}", f"0-1-{b},0-9-{other * 100}") == (a <= b)
+    assert not is_contained(f"0-{other + 1}-{a + 1}", f"0-1-{b + 1000}")  # only another server's history
 
 
 def test_dsn_and_outcome_classes() -> None:

@@ -53,8 +53,6 @@ TEMPLATE_LAYOUT_VERSION = "3"
 ROLE_MARK = "# failover-harness-role: "
 SEMI_SYNC_TIMEOUT_MS = 30_000  # a sync commit waits this long for a replica, then MariaDB goes async
 GTID_FILE = "fh-gtid-pos"  # a cleanly stopped node's final gtid_binlog_pos
-PROMOTED_FILE = "fh-promoted-at"  # gtid_binlog_pos of a node when it was promoted
-FOLLOWING_FILE = "fh-following"  # server id of the principal a standby was last seen caught up with
 START_FILE = "fh-gtid-start"  # a re-cloned node's starting gtid_slave_pos
 
 _INSTALL_HINT = "install it with 'apt-get install -y mariadb-server mariadb-backup' (or run 'make setup')"
@@ -116,16 +114,26 @@ def parse_gtid_pos(text: str) -> dict[int, tuple[int, int]]:
     return pos
 
 
-def is_prefix(node: str, source: str) -> bool:
-    """True when the GTID position ``node`` cannot hold a transaction that ``source`` lacks, given
-    that ``node``'s history and ``source``'s agree up to ``source`` (same lineage): every domain of
-    ``node`` is in ``source`` at the same or a later sequence number (same server at an equal one)."""
-    a, b = parse_gtid_pos(node), parse_gtid_pos(source)
-    for domain, (srv, seq) in a.items():
-        if domain not in b:
-            return False
-        bsrv, bseq = b[domain]
-        if seq > bseq or (seq == bseq and srv != bsrv):
+def parse_gtid_state(text: str) -> dict[tuple[int, int], int]:
+    """``@@gtid_binlog_state`` (and slave positions) -> ``{(domain, server id): last sequence}``."""
+    state: dict[tuple[int, int], int] = {}
+    for part in (text or "").replace("\n", "").split(","):
+        part = part.strip()
+        if part:
+            d, s, n = (int(x) for x in part.split("-"))
+            state[(d, s)] = max(n, state.get((d, s), -1))
+    return state
+
+
+def is_contained(node: str, source_state: str) -> bool:
+    """True when the source's history holds the node's last transaction of every domain: with
+    ``gtid_strict_mode`` a (server id, sequence) pair is written once in the whole cluster and each
+    server's sequence numbers only grow, so the node's ``D-S-N`` is in the source's history when the
+    source's binlog state (plus its slave position) has server ``S`` in domain ``D`` at ``N`` or later.
+    A diverged node (a killed principal's unreplicated commit) is not contained."""
+    state = parse_gtid_state(source_state)
+    for domain, (srv, seq) in parse_gtid_pos(node).items():
+        if state.get((domain, srv), -1) < seq:
             return False
     return True
 
@@ -449,13 +457,10 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
 
 
 def promote(datadir: Path, pid: int, run_as: RunAs) -> None:
-    """Make a running replica the principal: ``STOP SLAVE; RESET SLAVE ALL; read_only=0``; the GTID
-    position it was promoted at is recorded (:func:`rewind` judges other nodes against it)."""
+    """Make a running replica the principal: ``STOP SLAVE; RESET SLAVE ALL; read_only=0``."""
     with _Admin(_conf_of(pid).parent / "mysqld.sock") as conn:
         conn.execute("STOP SLAVE")
         conn.execute("RESET SLAVE ALL")
-        pos = conn.execute("SELECT @@gtid_binlog_pos").fetchone()[0]
-        _write_as(datadir / PROMOTED_FILE, pos, run_as)
         conn.execute("SET GLOBAL read_only = 0")
 
 
@@ -485,7 +490,7 @@ def stop_server(pid: int, mode: str, timeout: float = 60) -> None:
                 if all(s.startswith("Master has sent all binlog") for s in states):
                     break
                 time.sleep(0.005)
-            pos = conn.execute("SELECT @@gtid_binlog_pos").fetchone()[0]
+            pos = conn.execute("SELECT @@gtid_current_pos").fetchone()[0]
             datadir = Path(conn.execute("SELECT @@datadir").fetchone()[0])
             _write_as(datadir / GTID_FILE, pos, database_user())
     signal_pid(pid, signal.SIGTERM)
@@ -518,7 +523,7 @@ def _node_gtid_pos(datadir: Path, run_as: RunAs) -> str:
     try:
         _wait_socket(sock, pid, log, 60)
         with _Admin(sock) as conn:
-            pos = conn.execute("SELECT @@gtid_binlog_pos").fetchone()[0]
+            pos = conn.execute("SELECT @@gtid_current_pos").fetchone()[0]
             conn.execute("SHUTDOWN")
     finally:
         if not wait_gone(pid, 60, group=True):
@@ -528,26 +533,17 @@ def _node_gtid_pos(datadir: Path, run_as: RunAs) -> str:
 
 
 def rewind(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> str:
-    """Make a stopped former principal / standby ready to follow ``source``: nothing to do when its
-    history is a prefix of the source's (its position is at or before the source's promotion point,
-    or it was last caught up with the source itself); TopologyError when it may hold transactions the
-    source lacks (the backend then re-clones it)."""
+    """Make a stopped former principal / standby ready to follow ``source``: nothing to do when the
+    source's history holds the node's last transactions (:func:`is_contained`); TopologyError when the
+    node may hold a transaction the source lacks (the backend then re-clones it)."""
     pos = _node_gtid_pos(datadir, run_as)
     with _Admin(_sock_of(source_socket)) as conn:
-        src_pos = conn.execute("SELECT @@gtid_binlog_pos").fetchone()[0]
-        src_id = conn.execute("SELECT @@server_id").fetchone()[0]
-        src_dir = Path(conn.execute("SELECT @@datadir").fetchone()[0])
-    promoted = (src_dir / PROMOTED_FILE).read_text().strip() if (src_dir / PROMOTED_FILE).exists() else None
-    following = (datadir / FOLLOWING_FILE).read_text().strip() if (datadir / FOLLOWING_FILE).exists() else None
+        history = _history_of(conn)
     (datadir / GTID_FILE).unlink(missing_ok=True)
-    if following == str(src_id) and is_prefix(pos, src_pos):
-        return f"node at {pos!r} follows the source (server {src_id}) already; nothing to rewind"
-    if promoted is not None and is_prefix(pos, promoted):
-        return f"node at {pos!r} is within the source's history (promoted at {promoted!r}); nothing to rewind"
-    if not pos:
-        return "node has no transactions of its own; nothing to rewind"
-    raise TopologyError(f"node at GTID {pos!r} may hold transactions the source ({src_pos!r}, promoted at "
-                        f"{promoted!r}) lacks: it must be re-cloned")
+    if is_contained(pos, history):
+        return f"node at {pos!r} is within the source's history; nothing to rewind"
+    raise TopologyError(f"node at GTID {pos!r} holds transactions the source ({history!r}) lacks: it must be "
+                        "re-cloned")
 
 
 def reclone(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) -> None:
@@ -577,6 +573,13 @@ def reclone(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs)
 # replication progress
 # ------------------------------------------------------------------------------------------------
 
+def _history_of(conn: _Admin) -> str:
+    """What a server's history holds: its binlog state plus its slave position (a re-cloned copy's
+    start), as one GTID list."""
+    row = conn.execute("SELECT @@gtid_binlog_state, @@gtid_slave_pos").fetchone()
+    return ",".join(x for x in row if x)
+
+
 def wait_replica(principal_socket: Path, principal_port: int, standby: str, standby_socket: Path,
                  standby_port: int, standby_alive: Callable[[], bool], timeout: float = 30) -> str | None:
     """Wait until ``standby`` replicates from the principal and has applied everything the principal
@@ -598,9 +601,7 @@ def wait_replica(principal_socket: Path, principal_port: int, standby: str, stan
                     break
                 if "1236" in str(st.get("Last_IO_Errno")) or st.get("Last_IO_Errno") == 1236:
                     break  # the source lacks this node's GTIDs: diverged
-            elif is_prefix(target, s.execute("SELECT @@gtid_binlog_pos").fetchone()[0]):
-                ddir = Path(s.execute("SELECT @@datadir").fetchone()[0])
-                _write_as(ddir / FOLLOWING_FILE, str(pid_), database_user())
+            elif is_contained(target, _history_of(s)):
                 return None
             else:  # wait for it (a former principal's own GTIDs are in its binlog, not its slave position)
                 state = f"behind {target}"
