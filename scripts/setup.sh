@@ -12,6 +12,9 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 declare -A NEED=(
   [/usr/lib/postgresql/15/bin/postgres]=postgresql
   [/usr/sbin/pgbouncer]=pgbouncer
+  [/usr/sbin/mariadbd]=mariadb-server
+  [/usr/bin/mariadb-backup]=mariadb-backup
+  [/usr/bin/sysbench]=sysbench
   [java]=default-jre-headless
   [javac]=default-jdk-headless
   [/usr/share/java/postgresql.jar]=libpostgresql-jdbc-java

@@ -69,7 +69,6 @@ def test_options_parse_and_reach_fixtures(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize(("option", "value", "reason"), [
     ("--backend", "compose", "backend 'compose' is not available"),
-    ("--engine", "mariadb", "engine 'mariadb' is not available"),
 ])
 def test_unavailable_backend_or_engine_is_one_line_before_any_test(pytester: pytest.Pytester, option: str,
                                                                    value: str, reason: str) -> None:
@@ -84,6 +83,17 @@ def test_unavailable_backend_or_engine_is_one_line_before_any_test(pytester: pyt
     errors = [line for line in result.errlines if line.strip()]
     assert len(errors) == 1 and reason in errors[0] and "failover-harness:" in errors[0], errors
     assert "must not run" not in result.stdout.str()
+
+
+def test_engine_mariadb_is_accepted(pytester: pytest.Pytester) -> None:
+    """``--engine mariadb`` is built (issue 13): accepted, and the header names it."""
+    pytester.makepyfile('''
+        def test_opts(harness_options):
+            assert harness_options.engine == "mariadb"
+    ''')
+    result = pytester.runpytest("--engine", "mariadb", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert any("engine=mariadb" in line for line in result.outlines)
 
 
 def test_defaults_and_bad_choice(pytester: pytest.Pytester) -> None:

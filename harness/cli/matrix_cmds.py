@@ -40,7 +40,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         raise ConfigError(f"no client is registered for profile {args.profile}")
     for client in clients:  # every column is checked before any suite runs
         resolve_client(client, args.profile)
-    work = reports_dir() / "matrix" / args.profile
+    engine = getattr(args, "engine", "postgres")
+    out = reports_dir() / "matrix" if engine == "postgres" else reports_dir() / "matrix" / engine
+    work = out / args.profile
     columns, drivers = {}, {}
     for client in clients:
         histories = work / client.replace("/", "_") / "histories"
@@ -48,7 +50,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         histories.mkdir(parents=True)
         cmd = [sys.executable, "-m", "harness.cli", "run", str(suites), "--client", client,
                "--results", str(histories.parent / "allure-results"), f"--pytest-arg=--history-dir={histories}",
-               "--pytest-arg=-q"]
+               "--pytest-arg=-q", f"--engine={engine}"]
         if args.markers:
             cmd += ["-m", args.markers]
         print(f"[failover-harness] matrix: {args.profile} suites against client {client}", file=sys.stderr, flush=True)
@@ -57,7 +59,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
                                         scenarios=args.profile in SCENARIO_ROWS)
         drivers[client] = drivers_of(histories) or ""
     matrix = build_matrix(args.profile, columns, all_rules(columns), drivers)
-    paths = write_matrix(matrix, reports_dir() / "matrix")
+    paths = write_matrix(matrix, out)
     if args.doc:
         paths["doc"] = write_doc(matrix, Path(args.doc), title=f"Conformance matrix: {args.profile}",
                                  intro=MATRIX_INTRO)
@@ -76,4 +78,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--doc", help="also write the Markdown table here, with the histories it links to copied "
                                  "beside it (e.g. docs/matrix-lpq.md)")
     p.add_argument("-m", dest="markers", help="pytest -m expression (e.g. 'not slow')")
+    p.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"],
+                   help="database engine (mariadb: the matrix goes to reports/matrix/mariadb/)")
     p.set_defaults(func=cmd_matrix)

@@ -16,7 +16,7 @@ from harness.errors import ConfigError
 from harness.faults import Faults
 from harness.topology import LocalTopology, resolve
 from harness.topology.backend import BACKENDS, engine_names
-from harness.topology.local import TOPOLOGIES
+from harness.topology.local import TOPOLOGIES, TOPOLOGY_ENGINES
 from harness.topology.run import down_all, down_run, run_path
 
 
@@ -31,7 +31,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start a topology; with --detach print its description and leave it running."""
     if args.topology not in TOPOLOGIES:
         raise ConfigError(f"unknown topology {args.topology!r}; choose one of {', '.join(TOPOLOGIES)}")
-    backend, engine = resolve(args.backend, args.engine)
+    implied = TOPOLOGY_ENGINES.get(args.topology)
+    if args.engine is not None and implied is not None and args.engine != implied:
+        raise ConfigError(f"topology {args.topology!r} runs on engine {implied!r}, not {args.engine!r}; "
+                          f"drop --engine or pick a {args.engine} topology")
+    backend, engine = resolve(args.backend, args.engine or implied or "postgres")
     topo = backend.build(engine, TOPOLOGIES[args.topology], mode=args.mode, mirror_readable=args.mirror_readable,
                          detached=args.detach, links="proxy" if args.proxy else "direct",
                          progress=_progress(not args.json or not args.detach))
@@ -159,8 +163,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
     p.add_argument("--backend", default="local", choices=list(BACKENDS),
                    help="where the nodes run (compose: planned, refused with the reason)")
-    p.add_argument("--engine", default="postgres", choices=engine_names(),
-                   help="database engine (mariadb: planned, refused with the reason)")
+    p.add_argument("--engine", default=None, choices=engine_names(),
+                   help="database engine (default: the topology's, postgres for pg-*, mariadb for mariadb-*)")
     p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")
     p.add_argument("--mirror-readable", action="store_true", help="hot standby (default: rejects logins)")
     p.add_argument("--no-proxy", dest="proxy", action="store_false",

@@ -48,7 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="client under test: a registered name (PROFILE/NAME when ambiguous) or an "
                     "import path module:attr; default: the reference client of each profile")
     group.addoption("--engine", choices=engine_names(), default="postgres",
-                    help="database engine of the pairs (default postgres; mariadb is planned)")
+                    help="database engine of the pairs (default postgres; or mariadb)")
     group.addoption("--keep-on-failure", action="store_true", default=False,
                     help="leave a failed test's nodes and run directory in place for inspection "
                     "(clean later with `failover-harness down --all`)")

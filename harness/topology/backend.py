@@ -18,11 +18,12 @@ from harness.topology.compose import ComposeBackend
 from harness.topology.engine import Engine
 from harness.topology.links import Links
 from harness.topology.local import LocalGroup, LocalPair
+from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
 
 #: Engines named by ``--engine`` that are not built yet, and where they are planned.
-PLANNED_ENGINES = {"mariadb": "MariaDB 10.11 is planned (the MariaDB engine issue), not built yet"}
-ENGINES: dict[str, Callable[[], Engine]] = {"postgres": PostgresEngine}
+PLANNED_ENGINES: dict[str, str] = {}
+ENGINES: dict[str, Callable[[], Engine]] = {"postgres": PostgresEngine, "mariadb": MariaDBEngine}
 
 
 class Backend(Protocol):

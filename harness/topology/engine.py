@@ -1,11 +1,13 @@
 """The *engine* seam: what a backend needs from a database engine to run one node of a topology
 (prepare a data directory, configure, start, stop, promote, rewind, connect as admin).
 
-PostgreSQL 15 is the engine today (:class:`harness.topology.postgres.PostgresEngine`); MariaDB is
-planned. :func:`harness.topology.backend.get_engine` turns ``--engine NAME`` into an engine."""
+Engines: PostgreSQL 15 (:class:`harness.topology.postgres.PostgresEngine`) and MariaDB 10.11
+(:class:`harness.topology.mariadb.MariaDBEngine`). :func:`harness.topology.backend.get_engine` turns
+``--engine NAME`` into an engine."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -44,6 +46,7 @@ class Engine(Protocol):
 
     name: str  # the --engine value
     label: str  # for reports ("PostgreSQL")
+    topology_prefix: str  # topology names: "pg" -> pg-pair, pg-group3
     credentials: Credentials  # may be a property (PostgreSQL reads it from the template's password file)
 
     def server_version(self) -> str:
@@ -90,3 +93,18 @@ class Engine(Protocol):
 
     def log_tail(self, log: Path, lines: int = 15) -> str:
         """The last lines of a server log (for error messages)."""
+
+    def wait_replica(self, principal_socket: Path, principal_port: int, standby: str, standby_socket: Path,
+                     standby_port: int, standby_alive: Callable[[], bool], timeout: float = 30) -> str | None:
+        """Wait until ``standby`` replicates from the principal and has everything the principal had
+        when asked; None when it has, else the last replication state seen (for the error)."""
+
+    def reload(self, datadir: Path, conf: Path, pid: int | None) -> None:
+        """Make a running server apply its rewritten configuration (role, source, sync mode)."""
+
+    def checkpoint(self, socket_dir: Path, port: int) -> None:
+        """Make a just-promoted principal's state durable before another node is rewound onto it."""
+
+    def published_partner(self, socket_dir: Path, port: int) -> str | None:
+        """What the principal publishes as its mirror (``mirroring.partner``, MIR-9), or None when the
+        engine publishes none."""

@@ -25,6 +25,7 @@ from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
 from harness.topology.links import Address, DirectLinks, Links
+from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, signal_group, signal_pid
 from harness.topology.proxied import links_of_run, make_links
@@ -52,7 +53,12 @@ from harness.topology.state import (
     RunState,
 )
 
-TOPOLOGIES = {"pg-pair": 2, "pg-group3": 3}
+TOPOLOGIES = {"pg-pair": 2, "pg-group3": 3, "mariadb-pair": 2, "mariadb-group3": 3}
+#: The engine class of a saved run's ``engine`` name (:meth:`LocalTopology.attach`).
+RUN_ENGINES: dict[str, Callable[[], Engine]] = {"postgres": PostgresEngine, "mariadb": MariaDBEngine}
+#: The engine a topology name implies (``up --topology mariadb-pair``).
+TOPOLOGY_ENGINES = {"pg-pair": "postgres", "pg-group3": "postgres", "mariadb-pair": "mariadb",
+                    "mariadb-group3": "mariadb"}
 
 
 class Node(api.Node):
@@ -157,7 +163,8 @@ class LocalTopology(Topology):
         self.mode = mode
         self.mirror_readable = bool(mirror_readable)
         self.engine: Engine = engine or PostgresEngine()
-        self.topology = topology or ("pg-pair" if nodes == 2 else f"pg-group{nodes}")
+        prefix = getattr(self.engine, "topology_prefix", "pg")
+        self.topology = topology or (f"{prefix}-pair" if nodes == 2 else f"{prefix}-group{nodes}")
         self.history = history
         if not (links is None or links in ("direct", "proxy") or isinstance(links, Links)):
             raise ConfigError(f"links must be 'proxy', 'direct' or a Links object, not {links!r}")
@@ -183,7 +190,8 @@ class LocalTopology(Topology):
         cls: type[LocalTopology] = LocalPair if len(state.nodes) == 2 else LocalGroup
         kwargs = {} if cls is LocalPair else {"nodes": len(state.nodes)}
         topo = cls(mode=state.mode, mirror_readable=state.mirror_readable, history=history,  # type: ignore[call-arg]
-                   links=links or "direct", topology=state.topology, detached=state.detached, **kwargs)
+                   links=links or "direct", topology=state.topology, detached=state.detached,
+                   engine=RUN_ENGINES.get(state.engine or "postgres", PostgresEngine)(), **kwargs)
         topo.run_id, topo.path, topo._state = run_id, path, state
         topo.links = links or links_of_run(state)
         topo.links.setup(state)
@@ -503,24 +511,12 @@ class LocalTopology(Topology):
         s = self._node_state(name)
         self._write_conf(name)
         if s.state == RUNNING and s.pid:
-            self._wait_signal_ready(s)
-            signal_pid(s.pid, signal.SIGHUP)
+            self._apply_conf(name)
 
-    @staticmethod
-    def _wait_signal_ready(s: NodeState, timeout: float = 10) -> None:
-        """A postmaster that has not yet set up its signal handlers dies of SIGHUP (seen when a node
-        had to move ports while another was still starting): it writes ``postmaster.pid`` only after
-        that set-up, so wait until the file names it (bounded; a dead or slow server is left to the
-        caller's own checks)."""
-        pidfile = Path(s.datadir) / "postmaster.pid"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and s.pid and pid_alive(s.pid):
-            try:
-                if pidfile.read_text().split("\n", 1)[0].strip() == str(s.pid):
-                    return
-            except (FileNotFoundError, PermissionError):
-                pass
-            time.sleep(0.005)
+    def _apply_conf(self, name: str) -> None:
+        """Make the running server apply its configuration file (PostgreSQL: SIGHUP)."""
+        s = self._node_state(name)
+        self.engine.reload(Path(s.datadir), self.path / name / "postgresql.conf", s.pid)
 
     def _start_locked(self, name: str, wait: bool = True) -> None:
         s = self._node_state(name)
@@ -574,26 +570,14 @@ class LocalTopology(Topology):
         self._spawn(name)
 
     def _wait_streaming(self, standby: str, principal: str, timeout: float = 30) -> None:
-        p = self._node_state(principal)
-        deadline = time.monotonic() + timeout
-        state = None
-        with self.engine.admin_connect(self.socket_dir(principal), p.port) as conn:
-            # Caught up on the principal's own timeline: right after a timeline switch a standby
-            # first streams the old timeline to its end, then reconnects; only WAL written on the
-            # new timeline (past the switch point) proves it follows the new principal.
-            target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-            while time.monotonic() < deadline:
-                row = conn.execute("SELECT state, coalesce(flush_lsn >= %s::pg_lsn, false) FROM pg_stat_replication "
-                                   "WHERE application_name = %s", (target, standby)).fetchone()
-                state = row[0] if row else None
-                if state == "streaming" and row[1]:
-                    return
-                if not pid_alive(self._node_state(standby).pid):
-                    break
-                time.sleep(0.003)
+        p, sb = self._node_state(principal), self._node_state(standby)
+        state = self.engine.wait_replica(self.socket_dir(principal), p.port, standby, self.socket_dir(standby),
+                                         sb.port, lambda: pid_alive(self._node_state(standby).pid), timeout)
+        if state is None:
+            return
         log = self.path / standby / "postgres.log"
         raise TopologyError(f"standby {standby} is not streaming from {principal} after {timeout:.0f} s "
-                            f"(replication state {state!r}); its log:\n{self.engine.log_tail(log)}")
+                            f"(replication state {state}); its log:\n{self.engine.log_tail(log)}")
 
     def _stop_server(self, name: str, mode: str) -> None:
         s = self._node_state(name)
@@ -644,11 +628,10 @@ class LocalTopology(Topology):
         self._set_role(new, PRINCIPAL)
         self._write_conf(new)
         self._promote(new)
-        signal_pid(self._node_state(new).pid, signal.SIGHUP)  # synchronous_standby_names, partner
+        self._apply_conf(new)  # synchronous_standby_names, partner
         self.links.roles_changed(self._state)
         newp = self._node_state(new)
-        with self.engine.admin_connect(self.socket_dir(new), newp.port) as conn:
-            conn.execute("CHECKPOINT")  # pg_rewind reads the new timeline from the control file
+        self.engine.checkpoint(self.socket_dir(new), newp.port)  # pg_rewind reads the control file
         olds = self._node_state(old)
         self._rewind(old, new)
         self.engine.make_standby(Path(olds.datadir), self.run_as)
@@ -678,7 +661,7 @@ class LocalTopology(Topology):
         live_standbys = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state == RUNNING]
         newp.exposed = not live_standbys  # sync pair without a mirror runs exposed (commits go on)
         self._write_conf(new)
-        signal_pid(newp.pid, signal.SIGHUP)
+        self._apply_conf(new)
         self._promote(new)
         self._emit("mirroring.partner", node=new, partner=self._partner_of_principal())
         self.links.roles_changed(self._state)
@@ -715,8 +698,7 @@ class LocalTopology(Topology):
 
     def _rewind_and_start(self, name: str, principal: str) -> None:
         s, p = self._node_state(name), self._node_state(principal)
-        with self.engine.admin_connect(self.socket_dir(principal), p.port) as conn:
-            conn.execute("CHECKPOINT")
+        self.engine.checkpoint(self.socket_dir(principal), p.port)
         self._rewind(name, principal)
         self.engine.make_standby(Path(s.datadir), self.run_as)
         s.needs_rewind = False
@@ -783,8 +765,9 @@ class LocalTopology(Topology):
         deadline = time.monotonic() + timeout
         seen = None
         while time.monotonic() < deadline:
-            with self.engine.admin_connect(self.socket_dir(principal), s.port) as conn:
-                seen = conn.execute("SHOW mirroring.partner").fetchone()[0]
+            seen = self.engine.published_partner(self.socket_dir(principal), s.port)
+            if seen is None:  # the engine publishes no partner
+                return
             if seen == wanted:
                 self._emit("mirroring.partner", node=principal, partner=seen)
                 return
@@ -801,7 +784,6 @@ class LocalPair(LocalTopology, Pair):
     """A principal + mirror pair of local servers (not yet started: ``with LocalPair() as pair``)."""
 
     def __init__(self, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> None:
-        kwargs.setdefault("topology", "pg-pair")
         super().__init__(nodes=2, mode=mode, mirror_readable=mirror_readable, **kwargs)
 
 
@@ -811,7 +793,6 @@ class LocalGroup(LocalTopology, Group):
     def __init__(self, nodes: int = 3, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> None:
         if not isinstance(nodes, int) or nodes < 3:
             raise ConfigError(f"a group needs at least 3 nodes, not {nodes!r}; use Pair() for two")
-        kwargs.setdefault("topology", f"pg-group{nodes}")
         super().__init__(nodes=nodes, mode=mode, mirror_readable=mirror_readable, **kwargs)
 
 

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,6 +374,44 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
                         f"({last}); log:\n{log_tail(log)}")
 
 
+def wait_streaming(socket_dir: Path, port: int, standby: str, standby_alive: Callable[[], bool],
+                   timeout: float = 30) -> str | None:
+    """Wait until ``standby`` streams from the principal on its own timeline, caught up with the
+    principal's WAL position when asked: right after a timeline switch a standby first streams the
+    old timeline to its end, then reconnects; only WAL written on the new timeline (past the switch
+    point) proves it follows the new principal. None when it does, else the last state seen."""
+    deadline = time.monotonic() + timeout
+    state = None
+    with admin_connect(socket_dir, port) as conn:
+        target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT state, coalesce(flush_lsn >= %s::pg_lsn, false) FROM pg_stat_replication "
+                               "WHERE application_name = %s", (target, standby)).fetchone()
+            state = row[0] if row else None
+            if state == "streaming" and row[1]:
+                return None
+            if not standby_alive():
+                break
+            time.sleep(0.003)
+    return repr(state)
+
+
+def wait_signal_ready(datadir: Path, pid: int, timeout: float = 10) -> None:
+    """A postmaster that has not yet set up its signal handlers dies of SIGHUP (seen when a node
+    had to move ports while another was still starting): it writes ``postmaster.pid`` only after
+    that set-up, so wait until the file names it (bounded; a dead or slow server is left to the
+    caller's own checks)."""
+    pidfile = datadir / "postmaster.pid"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and pid_alive(pid):
+        try:
+            if pidfile.read_text().split("\n", 1)[0].strip() == str(pid):
+                return
+        except (FileNotFoundError, PermissionError):
+            pass
+        time.sleep(0.005)
+
+
 def promote(datadir: Path, pid: int, run_as: RunAs) -> None:
     """Ask a standby to promote itself (what ``pg_ctl promote`` does: signal file + SIGUSR1)."""
     signal_file = datadir / "promote"
@@ -428,6 +467,7 @@ class PostgresEngine:
 
     name = "postgres"
     label = "PostgreSQL"
+    topology_prefix = "pg"
     _read: dict[tuple[str, int], Credentials] = {}  # (password file, its mtime) -> what it holds
 
     @property
@@ -472,3 +512,29 @@ class PostgresEngine:
         return ServerConfig(port=config.port, socket_dir=config.socket_dir, standby_of=config.standby_of,
                             application_name=config.application_name, hot_standby=config.hot_standby,
                             synchronous=config.synchronous, partner=config.partner).render()
+
+    @staticmethod
+    def wait_replica(principal_socket: Path, principal_port: int, standby: str, standby_socket: Path,
+                     standby_port: int, standby_alive: Callable[[], bool], timeout: float = 30) -> str | None:
+        """Wait until ``standby`` streams from the principal and has flushed the principal's current
+        WAL position (as :func:`wait_streaming`)."""
+        return wait_streaming(principal_socket, principal_port, standby, standby_alive, timeout)
+
+    @staticmethod
+    def reload(datadir: Path, conf: Path, pid: int | None) -> None:
+        """SIGHUP the postmaster (once it can take signals, :func:`wait_signal_ready`)."""
+        if pid:
+            wait_signal_ready(datadir, pid)
+            signal_pid(pid, signal.SIGHUP)
+
+    @staticmethod
+    def checkpoint(socket_dir: Path, port: int) -> None:
+        """CHECKPOINT: pg_rewind reads the new timeline from the control file."""
+        with admin_connect(socket_dir, port) as conn:
+            conn.execute("CHECKPOINT")
+
+    @staticmethod
+    def published_partner(socket_dir: Path, port: int) -> str | None:
+        """``SHOW mirroring.partner`` (MIR-9)."""
+        with admin_connect(socket_dir, port) as conn:
+            return conn.execute("SHOW mirroring.partner").fetchone()[0]

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pymysql
+
+from harness.workload import mysql
 
 TABLE = "fh_keys"
 _op_ids = itertools.count(1)
@@ -25,8 +28,20 @@ def _record(history: Any, type_: str, **fields: Any) -> None:
         history.record(type_, **fields)
 
 
-def ensure_table(dsn: str) -> None:
-    """Create the key table on the principal reached by ``dsn`` (idempotent)."""
+MYSQL_ENGINES = ("mariadb",)
+
+
+def ensure_table(dsn: str, engine: str = "postgres") -> None:
+    """Create the key table on the principal reached by ``dsn`` (idempotent); ``engine`` says which
+    protocol it speaks (``postgres``, ``mariadb``)."""
+    if engine in MYSQL_ENGINES:
+        conn = mysql.connect(dsn, timeout=5)
+        try:
+            mysql.execute(conn, f"CREATE TABLE IF NOT EXISTS {TABLE} (k bigint PRIMARY KEY, process varchar(64), "
+                                "at timestamp(6) DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB")
+        finally:
+            conn.close()
+        return
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (k bigint PRIMARY KEY, process text, at timestamptz "
                      f"DEFAULT now())")
@@ -37,7 +52,9 @@ class KeyWriter:
     every new connection, so it can follow the principal), recording every operation (DUR-1)."""
 
     def __init__(self, dsn: Callable[[], str] | str, history: Any = None, process: str = "writer-1",
-                 start: int = 1, step: int = 1, pause: float = 0.0, retry_delay: float = 0.01) -> None:
+                 start: int = 1, step: int = 1, pause: float = 0.0, retry_delay: float = 0.01,
+                 engine: str = "postgres") -> None:
+        self.engine = engine
         self._dsn = dsn if callable(dsn) else (lambda: dsn)
         self.history = history
         self.process = process
@@ -52,7 +69,7 @@ class KeyWriter:
 
     def start(self) -> KeyWriter:
         """Create the key table if needed, then start writing in the background."""
-        ensure_table(self._dsn())
+        ensure_table(self._dsn(), self.engine)
         self._thread.start()
         return self
 
@@ -68,6 +85,9 @@ class KeyWriter:
         self.stop()
 
     def _run(self) -> None:
+        if self.engine in MYSQL_ENGINES:
+            self._run_mysql()
+            return
         conn: psycopg.Connection | None = None
         while not self._stop.is_set():
             key = next(self._keys)
@@ -110,12 +130,69 @@ class KeyWriter:
             conn.close()
 
 
-def final_read(dsn: str, history: Any = None, process: str = "checker", timeout: float = 30) -> list[int]:
+    def _run_mysql(self) -> None:
+        """The same loop over the MySQL protocol (PyMySQL, autocommit; DUR-1)."""
+        conn: Any = None
+        while not self._stop.is_set():
+            key = next(self._keys)
+            op_id = next(_op_ids)
+            _record(self.history, "op.invoke", process=self.process, op_id=op_id, f="write", value=key)
+            if conn is None:
+                try:
+                    conn = mysql.connect(self._dsn(), timeout=2)
+                except pymysql.MySQLError as exc:
+                    self.failed += 1
+                    _record(self.history, "op.fail", process=self.process, op_id=op_id, f="write", value=key,
+                            error=_one_line(exc))
+                    self._stop.wait(self.retry_delay)
+                    continue
+            try:
+                mysql.execute(conn, f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, self.process))
+            except (pymysql.MySQLError, OSError) as exc:
+                kind = mysql.outcome_of(exc)
+                if kind == "fail":
+                    self.failed += 1
+                else:
+                    self.indeterminate += 1
+                _record(self.history, f"op.{kind}", process=self.process, op_id=op_id, f="write", value=key,
+                        error=_one_line(exc))
+                mysql._close(conn)
+                conn = None
+                self._stop.wait(self.retry_delay)
+                continue
+            self.acknowledged.append(key)
+            _record(self.history, "op.ok", process=self.process, op_id=op_id, f="write", value=key)
+            if self.pause:
+                self._stop.wait(self.pause)
+        if conn is not None:
+            mysql._close(conn)
+
+
+def _read_keys_mysql(dsn: str) -> list[int]:
+    conn = mysql.connect(dsn, timeout=2)
+    try:
+        return [int(r[0]) for r in mysql.execute(conn, f"SELECT k FROM {TABLE} ORDER BY k")]
+    finally:
+        mysql._close(conn)
+
+
+def final_read(dsn: str, history: Any = None, process: str = "checker", timeout: float = 30,
+               engine: str = "postgres") -> list[int]:
     """Read every key present on the principal reached by ``dsn`` (retrying until it answers) and
     record it as ``op.ok f=read_all`` for the DUR-1 checker."""
     op_id = next(_op_ids)
     _record(history, "op.invoke", process=process, op_id=op_id, f="read_all", value=None)
     deadline = time.monotonic() + timeout
+    while engine in MYSQL_ENGINES:
+        try:
+            keys = _read_keys_mysql(dsn)
+            _record(history, "op.ok", process=process, op_id=op_id, f="read_all", value=keys)
+            return keys
+        except pymysql.MySQLError as exc:
+            if time.monotonic() >= deadline:
+                _record(history, "op.fail", process=process, op_id=op_id, f="read_all", error=_one_line(exc))
+                raise
+            time.sleep(0.05)
     while True:
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:

@@ -442,13 +442,14 @@ class OltpWorkload:
     :meth:`load` first (or :func:`load_tables`) on the principal. ``dsn`` may be a callable."""
 
     def __init__(self, dsn: DSN, history: Any = None, config: OltpConfig | None = None,
-                 process_prefix: str = "oltp") -> None:
+                 process_prefix: str = "oltp", engine: str = "postgres") -> None:
         self.config = config or OltpConfig()
         self.history = history
         self._dsn = dsn
-        self.sessions = [TrackedSession(dsn, history, f"{process_prefix}-{i + 1}", reconnect=self.config.reconnect,
-                                        op_timeout=self.config.op_timeout,
-                                        prepare_threshold=self.config.prepare_threshold)
+        self.engine = engine
+        kind = session_class(engine)
+        self.sessions = [kind(dsn, history, f"{process_prefix}-{i + 1}", reconnect=self.config.reconnect,
+                              op_timeout=self.config.op_timeout, prepare_threshold=self.config.prepare_threshold)
                          for i in range(self.config.n_sessions)]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -459,7 +460,7 @@ class OltpWorkload:
 
     def load(self, dsn: str) -> float:
         """Create and fill the tables on the principal reached by ``dsn``; returns the seconds."""
-        return load_tables(dsn, self.config.n_tables, self.config.n_rows)
+        return LOADERS[self.engine](dsn, self.config.n_tables, self.config.n_rows)
 
     def start(self, wait_connected: float = 30) -> OltpWorkload:
         """Start every session; returns once each has opened its first connection (or failed to)."""
@@ -484,7 +485,7 @@ class OltpWorkload:
         try:
             try:
                 session.connect()
-            except psycopg.Error as exc:
+            except (psycopg.Error, *getattr(session, "connect_errors", ())) as exc:
                 session.last_error = one_line(exc)
             try:
                 self._ready.wait(30)
@@ -527,6 +528,20 @@ class OltpWorkload:
         return {"ok": sum(s.ok for s in self.sessions), "failed": sum(s.failed for s in self.sessions),
                 "lost": sum(s.lost for s in self.sessions),
                 "reconnects": sum(max(0, s.generation - 1) for s in self.sessions)}
+
+
+#: Session type and table loader per engine; :mod:`harness.workload.mysql_oltp` adds ``mariadb``
+#: when the package is imported (``harness/workload/__init__.py``).
+SESSION_TYPES: dict[str, type[TrackedSession]] = {"postgres": TrackedSession}
+LOADERS: dict[str, Callable[[str, int, int], float]] = {"postgres": load_tables}
+
+
+def session_class(engine: str = "postgres") -> type[TrackedSession]:
+    """The session type speaking ``engine``'s protocol: :class:`TrackedSession` (PostgreSQL) or
+    :class:`~harness.workload.mysql_oltp.MySQLTrackedSession` (MariaDB), recording the same events."""
+    if engine not in SESSION_TYPES:
+        raise ConfigError(f"no OLTP session type for engine {engine!r}; known: {', '.join(SESSION_TYPES)}")
+    return SESSION_TYPES[engine]
 
 
 #: ``session_factory(process, **options)`` in the PER suites: a started :class:`TrackedSession`.

@@ -22,7 +22,7 @@ from harness import Faults, History, Pair
 from harness.clients.persistent import PersistentClient, open_client
 from harness.clients.registry import resolve_client
 from harness.plugin import rule_ids_of
-from harness.workload.oltp import TrackedSession
+from harness.workload.oltp import TrackedSession, session_class
 
 DRAIN_WINDOW = 1.5
 RECOVERY_WINDOW = 3.0
@@ -30,8 +30,24 @@ WINDOWED_RULES = ("PER-3", "PER-4", "PER-6", "PER-7", "PER-8")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``windows`` marker."""
+    """Register the ``windows`` and ``engines`` markers."""
     config.addinivalue_line("markers", "windows(drain=S, recovery=S): drain / recovery window of the PER client")
+    config.addinivalue_line("markers", "engines(*names): the --engine values a test is written for (others: "
+                                       "deselected; the engine-neutral tests carry no such marker)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect tests written for another engine's SQL or driver (``@pytest.mark.engines``): the
+    PostgreSQL-only PER-2/6/8 tests on ``--engine mariadb`` and the MySQL-only ones on postgres.
+    They are not skipped - they are not part of that engine's suite (docs/persistent.md)."""
+    engine = config.getoption("engine", default="postgres")
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("engines")
+        (drop if mark is not None and engine not in mark.args else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _windows(request: pytest.FixtureRequest) -> tuple[float, float]:
@@ -75,7 +91,8 @@ def per_client(request: pytest.FixtureRequest, pair: Pair, faults: Faults, histo
 
 
 @pytest.fixture
-def session_factory(per_client: PersistentClient, history: History) -> Iterator[Callable[..., TrackedSession]]:
+def session_factory(per_client: PersistentClient, history: History,
+                    pair: Pair) -> Iterator[Callable[..., TrackedSession]]:
     """``session_factory(process, **TrackedSession options)``: an application session through the
     client under test (closed at teardown)."""
     made: list[TrackedSession] = []
@@ -83,7 +100,7 @@ def session_factory(per_client: PersistentClient, history: History) -> Iterator[
     def make(process: str, **options: Any) -> TrackedSession:
         options.setdefault("reconnect", False)
         options.setdefault("op_timeout", 20.0)
-        s = TrackedSession(per_client.dsn(), history, process, **options)
+        s = session_class(pair.engine.name)(per_client.dsn(), history, process, **options)
         s.connect()
         made.append(s)
         return s

@@ -21,7 +21,7 @@ from harness.rules.durability import check_no_acknowledged_write_lost
 from harness.rules.persistent import check_keepalive_on_switchover
 from harness.workload import final_read
 from harness.workload.keywriter import TABLE, ensure_table
-from harness.workload.oltp import OltpConfig, OltpWorkload, TrackedSession
+from harness.workload.oltp import OltpConfig, OltpWorkload, session_class
 
 
 @pytest.mark.rule("PER-1")
@@ -29,7 +29,7 @@ from harness.workload.oltp import OltpConfig, OltpWorkload, TrackedSession
 def test_per1_all_connections_kept_across_one_switchover(pair: Pair, faults: Faults, history: History, check: Check,
                                                          per_client: PersistentClient) -> None:
     """PER-1: 20 OLTP sessions (20 x 10,000 rows) across one switchover: 100 % kept, 0 errors."""
-    workload = OltpWorkload(per_client.dsn(), history, OltpConfig(op_timeout=15))
+    workload = OltpWorkload(per_client.dsn(), history, OltpConfig(op_timeout=15), engine=pair.engine.name)
     workload.load(pair.principal.dsn())
     with workload:
         time.sleep(0.8)
@@ -43,7 +43,7 @@ def test_per1_all_connections_kept_across_one_switchover(pair: Pair, faults: Fau
 def test_per1_all_connections_kept_across_ten_switchovers(pair: Pair, faults: Faults, history: History, check: Check,
                                                           per_client: PersistentClient) -> None:
     """PER-1: 20 OLTP sessions across 10 consecutive switchovers: 100 % kept every time, 0 errors."""
-    workload = OltpWorkload(per_client.dsn(), history, OltpConfig(op_timeout=15))
+    workload = OltpWorkload(per_client.dsn(), history, OltpConfig(op_timeout=15), engine=pair.engine.name)
     workload.load(pair.principal.dsn())
     with workload:
         for _ in range(10):
@@ -58,8 +58,8 @@ class _Writer:
     a write whose connection broke is ``op.info`` and not judged by DUR-1); it reconnects after a loss
     and records every error instead of stopping on it."""
 
-    def __init__(self, dsn: str, history: History, process: str, start: int) -> None:
-        self.session = TrackedSession(dsn, history, process, op_timeout=10)
+    def __init__(self, dsn: str, history: History, process: str, start: int, engine: str = "postgres") -> None:
+        self.session = session_class(engine)(dsn, history, process, op_timeout=10)
         self.keys = itertools.count(start)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, name=process, daemon=True)
@@ -90,13 +90,15 @@ def test_dur1_no_acknowledged_commit_lost_through_the_client(pair: Pair, faults:
                                                              per_client: PersistentClient) -> None:
     """DUR-1: two writers through the PER client under test across three (coordinated) switchovers of
     a synchronous pair; every acknowledged commit is on the principal afterwards (read directly)."""
-    ensure_table(pair.dsn())
-    with _Writer(per_client.dsn(), history, "writer-1", 1), _Writer(per_client.dsn(), history, "writer-2", 1_000_000):
+    engine = pair.engine.name
+    ensure_table(pair.dsn(), engine)
+    with _Writer(per_client.dsn(), history, "writer-1", 1, engine), \
+            _Writer(per_client.dsn(), history, "writer-2", 1_000_000, engine):
         for _ in range(3):
             time.sleep(0.3)
             faults.switchover()
         time.sleep(0.3)
-    final_read(pair.dsn(), history)
+    final_read(pair.dsn(), history, engine=engine)
     acknowledged = [e for e in history.events("op.ok") if e.get("f") == "write"]
     if len(acknowledged) <= 10:
         raise HarnessError(f"DUR-1 cannot be judged: only {len(acknowledged)} write(s) acknowledged through the client")

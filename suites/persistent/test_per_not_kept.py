@@ -52,6 +52,11 @@ def _begin(s: TrackedSession, table: str, key: int) -> None:
 def _table(pair: Pair, name: str) -> str:
     import psycopg
 
+    if pair.engine.name != "postgres":
+        from harness.workload.mysql_oltp import create_table
+
+        return create_table(pair.principal.dsn(), name)
+
     with psycopg.connect(pair.principal.dsn(), autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {name}")
         conn.execute(f"CREATE TABLE {name} (k int)")
@@ -111,7 +116,7 @@ def test_per5_session_with_temp_table_closed(pair: Pair, faults: Faults, history
     """PER-5: a session holding a temporary table at switchover time is closed."""
     sessions = [session_factory(f"temp-{i}") for i in range(2)]
     for i, s in enumerate(sessions):
-        s.set_state(f"tmp_{i}", "temp_table", f"CREATE TEMP TABLE per5_tmp_{i} (k int)", "present")
+        s.set_state(f"tmp_{i}", "temp_table", f"CREATE TEMPORARY TABLE per5_tmp_{i} (k int)", "present")
         s.execute("temp:write", f"INSERT INTO per5_tmp_{i} VALUES (1)", fetch=False)
     faults.switchover()
     for i, s in enumerate(sessions):
@@ -122,6 +127,7 @@ def test_per5_session_with_temp_table_closed(pair: Pair, faults: Faults, history
 
 @pytest.mark.rule("PER-6")
 @pytest.mark.topology(mode="sync")
+@pytest.mark.engines("postgres")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
 def test_per6_partial_result_closed(pair: Pair, faults: Faults, history: History, check: Check,
                                     per_client: PersistentClient, session_factory: SessionFactory,
@@ -160,6 +166,7 @@ def test_per6_partial_result_closed(pair: Pair, faults: Faults, history: History
 
 @pytest.mark.rule("PER-8")
 @pytest.mark.topology(mode="sync")
+@pytest.mark.engines("postgres")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
 def test_per8_open_cursor_and_copy_closed(pair: Pair, faults: Faults, history: History, check: Check,
                                           per_client: PersistentClient, session_factory: SessionFactory,

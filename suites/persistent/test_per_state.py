@@ -53,6 +53,7 @@ def _read_all(s: TrackedSession, i: int, phase: str) -> None:
 
 @pytest.mark.rule("PER-2")
 @pytest.mark.topology(mode="sync")
+@pytest.mark.engines("postgres")
 def test_per2_session_state_survives_switchover(pair: Pair, faults: Faults, history: History, check: Check,
                                                 per_client: PersistentClient, session_factory: SessionFactory) -> None:
     """PER-2: every kind of session state set before a switchover reads back unchanged after it."""
@@ -84,7 +85,7 @@ def test_per3_no_principal_within_window_closes_with_error(pair: Pair, faults: F
     _drain, recovery = windows
     workload = OltpWorkload(per_client.dsn(), history,
                             OltpConfig(tables=2, rows=1000, sessions=5, op_timeout=recovery + 6,
-                                       reconnect_delay=0.2))
+                                       reconnect_delay=0.2), engine=pair.engine.name)
     workload.load(pair.principal.dsn())
     outage = recovery + 3.0
     with workload:
@@ -106,7 +107,8 @@ def test_per3_principal_back_within_window_sessions_continue(pair: Pair, faults:
     every session continues on its connection (PER-1: kept)."""
     _drain, recovery = windows
     workload = OltpWorkload(per_client.dsn(), history,
-                            OltpConfig(tables=2, rows=1000, sessions=5, op_timeout=recovery + 6))
+                            OltpConfig(tables=2, rows=1000, sessions=5, op_timeout=recovery + 6),
+                            engine=pair.engine.name)
     workload.load(pair.principal.dsn())
     with workload:
         time.sleep(0.5)
