@@ -12,6 +12,8 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 declare -A NEED=(
   [/usr/lib/postgresql/15/bin/postgres]=postgresql
   [/usr/sbin/pgbouncer]=pgbouncer
+  [/usr/bin/sysbench]=sysbench
+  [/usr/sbin/pgpool]=pgpool2
   [java]=default-jre-headless
   [npm]=npm
   [node]=nodejs

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from .admin import AdminServer, new_token
 from .backend import Address
+from .loop import new_loop
 from .proxy import PersistentProxy, ProxyConfig
 
 T = TypeVar("T")
@@ -43,7 +44,7 @@ class ThreadedPersistentProxy:
         error: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            loop = new_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
