@@ -102,9 +102,14 @@ def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode
     result = _parse(out)
     result["finished"] = proc.returncode == 0
     result["switchovers"] = len(marks)
-    if proc.returncode != 0:
-        fatal = [line for line in out.splitlines() if "FATAL" in line or "error" in line.lower()]
-        result["error"] = (fatal[0] if fatal else out.strip().splitlines()[-1:] or ["?"])[0][:160]
+    if proc.returncode != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
+        lines = [line.strip() for line in out.splitlines() if not line.startswith("[")]
+        fatal = [line for line in lines if line.startswith("FATAL:") and "thread_run" not in line] or \
+                [line for line in lines if "FATAL" in line or "error" in line.lower()] or lines[-1:] or ["?"]
+        result["error"] = fatal[0][:140]
+        intervals = [float(x) for x in re.findall(r"\] thds: \d+ tps: ([0-9.]+)", out)]
+        if result["tps"] != result["tps"] and intervals:  # no summary: the mean of the reports until it stopped
+            result["tps"] = sum(intervals) / len(intervals)
     return result
 
 
@@ -147,7 +152,7 @@ def main() -> int:
             try:
                 steady = _run(client.address, creds, opts, ps_mode)
 
-                def switch() -> list[tuple[float, float]]:
+                def switch(name: str = name) -> list[tuple[float, float]]:
                     marks = []
                     gap = max(1.0, (opts.seconds - 4.0) / max(1, opts.switchovers))
                     time.sleep(2.0)

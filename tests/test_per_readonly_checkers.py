@@ -32,9 +32,9 @@ def _idle_on(b: Builder, p: str, node: str, after: str | None, kind: str | None 
         b.add(0.01, "session.endpoint", process=p, endpoint=kind)
     b.ok(p, 1.0, value=PORTS[node])
     if after is None:
-        b.lost(p, 3.0)
+        b.lost(p, 4.0)
     else:
-        b.ok(p, 3.0, value=PORTS[after])
+        b.ok(p, 4.0, value=PORTS[after])
 
 
 def test_registered() -> None:
@@ -70,6 +70,16 @@ def test_per9_new_query_on_removed_node_breaks_the_rule() -> None:
     v = per.check_readonly_node_removal(b.events())
     assert v.valid is False
     assert "ran on n2" in v.observed
+
+
+def test_per9_direct_connections_are_not_routed() -> None:
+    """A direct connection to the node goes on there until the node stops: not PER-9's business."""
+    b = _base()
+    _idle_on(b, "ro-1", "n2", "n3", kind="custom-active")
+    _idle_on(b, "d-1", "n2", "n2", kind="direct")
+    _removal(b, 2.0, 2.2)
+    assert per.check_readonly_node_removal(b.events()).valid is True
+    assert per.check_endpoint_support(b.events()).valid is False  # but PER-10 wants it disconnected
 
 
 def test_per9_within_grace_is_tolerated() -> None:
@@ -140,6 +150,19 @@ def test_per10_connection_based_kept_breaks_the_rule() -> None:
     assert v.valid is False and "custom-connection kept" in v.observed
 
 
+def test_per10_late_disconnect_breaks_the_rule() -> None:
+    late = _base()
+    late.open("k-1")
+    late.add(0.01, "session.endpoint", process="k-1", endpoint="custom-connection")
+    late.ok("k-1", 1.0, value=PORTS["n2"])
+    late.ok("k-1", 2.1, value=PORTS["n2"])  # served during the removal: allowed
+    late.lost("k-1", 9.0)  # lost 6.8 s after the removal ended, window 1 s
+    _removal(late, 2.0, 2.2)
+    v = per.check_endpoint_support(late.events(), window=1.0, tolerance=0.5)
+    assert v.valid is False and "disconnected only" in v.observed
+    assert per.check_endpoint_support(late.events(), window=10.0).valid is True
+
+
 def test_per10_cluster_closed_breaks_the_rule() -> None:
     b = _base()
     _idle_on(b, "c-1", "n2", None, kind="cluster")
@@ -167,7 +190,7 @@ KINDS = per.PERSISTENT_ENDPOINTS + per.DISCONNECTED_ENDPOINTS
 def test_per9_per10_match_a_model(sessions: list[tuple[str, bool, str]]) -> None:
     """Random sessions (endpoint kind, kept or closed, node before the removal of n2): the verdicts
     follow the rules' text - PER-10 violated iff some session on n2 was treated against its kind,
-    PER-9 violated iff some idle session on n2 was closed."""
+    PER-9 violated iff some idle session on n2 through a persistent endpoint was closed."""
     b = _base()
     for i, (kind, kept, node) in enumerate(sessions):
         _idle_on(b, f"s{i}", node, "n3" if kept else None, kind=kind)
@@ -180,4 +203,8 @@ def test_per9_per10_match_a_model(sessions: list[tuple[str, bool, str]]) -> None
         return
     wrong10 = any((k in per.PERSISTENT_ENDPOINTS) != kept for k, kept in on_n2)
     assert v10.valid is (not wrong10)
-    assert v9.valid is (all(kept for _, kept in on_n2))
+    persistent = [kept for k, kept in on_n2 if k in per.PERSISTENT_ENDPOINTS]
+    if persistent:
+        assert v9.valid is all(persistent)
+    else:  # only connection-balanced / direct sessions there: PER-10's, nothing for PER-9 to judge
+        assert v9.valid == "unknown"

@@ -705,17 +705,25 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
     if not ports:
         return Verdict("PER-9", UNKNOWN, expected=expected,
                        observed="no node.ports event: the node serving each query cannot be told")
+    # direct connections to a node are routed by nobody, connection-balanced ones are disconnected
+    # when their node goes: PER-10 judges both
+    direct = {e.get("process") for e in events
+              if e.type == "session.endpoint" and e.get("endpoint") in DISCONNECTED_ENDPOINTS}
     bad: list[str] = []
     evidence: list[int] = []
     judged = good = 0
     for r in removals:
         for op in view.ops:  # routed away at once
+            if op.process in direct:
+                continue
             if op.invoke.t >= r.t0 + routing_grace and _served_by(op, ports) == r.node:
                 judged += 1
                 bad.append(f"{op.process} op {op.invoke.get('op_id')} invoked {op.invoke.t - r.t0:.2f} s after the "
                            f"removal ran on {r.node}")
                 evidence.append(op.done.index if op.done is not None else op.invoke.index)
         for s in _on_node(view, ports, r):
+            if s.process in direct:
+                continue
             later = [op for op in _after(view, s.process, s.conn, r.t0) if op is not s.running]
             lost = next((op for op in ([s.running] if s.running else []) + later if op.lost), None)
             used = next((op for op in later if op.ok and op.invoke.t >= r.t0), None)
@@ -794,12 +802,20 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
                 else:
                     bad.append(f"{_fmt(s.process, s.conn)} via {kind} endpoint closed: {lost.done.get('error')}")  # type: ignore[union-attr]
                     evidence.append(lost.done.index)  # type: ignore[union-attr]
-            elif lost is not None and (used is None or used.t_end > lost.t_end) \
-                    and lost.t_end <= r.t1 + window + tolerance:
+                continue
+            # disconnected once the removal is over (it may serve until then): nothing succeeds on
+            # it later, and the loss shows within the window
+            kept_on = next((op for op in later if op.ok and op.invoke.t > r.t1 + tolerance), None)
+            if kept_on is None and lost is not None and lost.t_end <= r.t1 + window + tolerance:
                 good += 1
+            elif kept_on is not None or lost is not None:
+                how = "kept" if kept_on is not None else f"disconnected only {lost.t_end - r.t1:.2f} s"  # type: ignore[union-attr]
+                bad.append(f"{_fmt(s.process, s.conn)} via {kind} {how} after its node {r.node} was removed")
+                evidence.append(kept_on.done.index if kept_on is not None and kept_on.done is not None
+                                else s.evidence)
             else:
-                bad.append(f"{_fmt(s.process, s.conn)} via {kind} kept after its node {r.node} was removed")
-                evidence.append(used.done.index if used is not None and used.done is not None else s.evidence)
+                judged -= 1  # neither used after the removal nor lost: nothing observed
+                per_kind[kind] -= 1
     details = {"judged": judged, "good": good, "bad": bad[:50], "by_kind": dict(per_kind)}
     if judged == 0:
         return Verdict("PER-10", UNKNOWN, expected=expected,
