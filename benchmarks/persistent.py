@@ -152,24 +152,22 @@ def main() -> int:
                     steady = _run_load(ctx, client.dsn(), args.sessions, cfg.n_tables, cfg.n_rows, args.seconds)
                     per_round[name].append(_throughput(steady))
                     errors[name] += steady["errors"]
+            # every coordinating client follows every switchover (idle ones too), so that none is left
+            # pointing at a former principal when its own turn comes
+            stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
             for name, client in running.items():
-                stop = faults.coordinate(client) if client.coordinates else None
-                try:
-                    def switch() -> list[tuple[float, float]]:
-                        marks = []
-                        time.sleep(0.8)
-                        for _ in range(args.switchovers):
-                            t0 = time.monotonic()
-                            faults.switchover()
-                            marks.append((t0, time.monotonic()))
-                            time.sleep(1.0)
-                        return marks
+                def switch() -> list[tuple[float, float]]:
+                    marks = []
+                    time.sleep(0.8)
+                    for _ in range(args.switchovers):
+                        t0 = time.monotonic()
+                        faults.switchover()
+                        marks.append((t0, time.monotonic()))
+                        time.sleep(1.0)
+                    return marks
 
-                    stall_seconds = 0.8 + args.switchovers * 2.0 + 1.5
-                    stalled = _run_load(ctx, client.dsn(), 20, cfg.n_tables, cfg.n_rows, stall_seconds, during=switch)
-                finally:
-                    if stop is not None:
-                        stop()
+                stall_seconds = 0.8 + args.switchovers * 2.0 + 1.5
+                stalled = _run_load(ctx, client.dsn(), 20, cfg.n_tables, cfg.n_rows, stall_seconds, during=switch)
                 gaps = _stalls(stalled, stalled["marks"])
                 values = [g for g, _ in gaps]
                 ratios = [a / b for a, b in zip(per_round[name], per_round["direct"], strict=True)]
@@ -179,6 +177,8 @@ def main() -> int:
                               "censored": sum(1 for _, c in gaps if c), "samples": len(gaps),
                               "switch_errors": stalled["errors"],
                               "switch_s": statistics.mean(b - a for a, b in stalled["marks"])}
+            for stop in stops:
+                stop()
         finally:
             for client in running.values():
                 client.stop()

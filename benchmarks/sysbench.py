@@ -7,7 +7,8 @@ Run: ``python benchmarks/sysbench.py`` (≈4-6 min; ``--seconds``, ``--switchove
 ``--tables``, ``--table-size`` change it). Needs ``sysbench`` (``apt-get install -y sysbench``;
 scripts/setup.sh lists it).
 
-Per client two runs of ``--seconds`` each:
+Per client ``--rounds`` steady runs (the clients take turns) and one run with switchovers, each
+``--seconds`` long:
 
 * *steady*: no fault; tps and 95th-percentile latency, each also as a ratio to direct;
 * *switchovers*: ``--switchovers`` planned switchovers spread over the run, coordinated with the
@@ -29,6 +30,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -129,6 +131,7 @@ def main() -> int:
     """Measure and print the table, the ratios and whether the targets are met."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each sysbench run (default 20)")
+    ap.add_argument("--rounds", type=int, default=2, help="steady rounds, clients taking turns (default 2)")
     ap.add_argument("--switchovers", type=int, default=3, help="switchovers in the second run (default 3)")
     ap.add_argument("--threads", type=int, default=20, help="sysbench threads (default 20)")
     ap.add_argument("--tables", type=int, default=20, help="tables (default 20)")
@@ -145,13 +148,23 @@ def main() -> int:
         creds = pair.engine.credentials
         prep = _prepare(pair.principal.server_address, creds, opts)
         faults = Faults(pair)
-        for name, factory in _clients():
-            ps_mode = "disable" if name == "pgbouncer-transaction" else "auto"
-            client = adapters.open_client(factory, pair=pair, drain_window=10.0, recovery_window=30.0)
-            stop = faults.coordinate(client) if client.coordinates else None
-            try:
-                steady = _run(client.address, creds, opts, ps_mode)
-
+        names = [name for name, _ in _clients()]
+        factories = dict(_clients())
+        running = {name: adapters.open_client(factories[name], pair=pair, drain_window=10.0, recovery_window=30.0)
+                   for name in names}
+        ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
+        try:
+            # steady runs: the clients take turns, round after round (a shared machine's load weighs on
+            # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
+            steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+            for _ in range(opts.rounds):
+                for name in names:
+                    steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps[name]))  # type: ignore[arg-type]
+            # every coordinating client follows every switchover (idle ones too), so that none is left
+            # pointing at a former principal when its own turn comes
+            stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
+            for name in names:
+                client = running[name]
                 def switch(name: str = name) -> list[tuple[float, float]]:
                     marks = []
                     gap = max(1.0, (opts.seconds - 4.0) / max(1, opts.switchovers))
@@ -167,13 +180,21 @@ def main() -> int:
                         time.sleep(max(0.0, gap - (time.monotonic() - t0)))
                     return marks
 
-                switched = _run(tuple(client.address), creds, opts, ps_mode, during=switch)  # type: ignore[arg-type]
-                rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps_mode}
-            finally:
-                if stop is not None:
-                    stop()
+                switched = _run(tuple(client.address), creds, opts, ps[name], during=switch)  # type: ignore[arg-type]
+                runs = steady_runs[name]
+                steady = {"tps": statistics.median(r["tps"] for r in runs),
+                          "p95": statistics.median(r["p95"] for r in runs),
+                          "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in
+                                                         zip(runs, steady_runs["direct"], strict=True)),
+                          "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in
+                                                         zip(runs, steady_runs["direct"], strict=True))}
+                rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps[name]}
+                print(f"  {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
+            for stop in stops:
+                stop()
+        finally:
+            for client in running.values():
                 client.stop()
-            print(f"  {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
     d = rows["direct"]["steady"]
     print(f"\n{version}, oltp_read_write, {opts.threads} threads, {opts.tables} x {opts.table_size} rows, "
           f"{opts.seconds:g} s per run, {os.cpu_count()} cores, {opts.mode} pair, no fault proxy "
@@ -182,16 +203,18 @@ def main() -> int:
           f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'finished':>10}{'ign':>5}  error")
     for name, r in rows.items():
         s, w = r["steady"], r["switched"]
-        print(f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps'] / d['tps'], '.2f'):>7}"
-              f"{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95'] / d['p95'], '.2f'):>7}  |"
+        print(f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps_ratio'], '.2f'):>7}"
+              f"{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |"
               f"{_fmt(w['tps'], '.0f'):>8}{_fmt(w['tps'] / d['tps'], '.2f'):>7}{_fmt(w['p95'], '.1f'):>9}"
               f"{_fmt(w['min_interval_tps'], '.0f'):>8}{('yes' if w['finished'] else 'NO'):>10}{w['ignored']:>5}  "
               f"{w.get('error', '')}")
-    print("x dir = ratio to direct's steady run; min 1s = the lowest tps of a 1-second report interval; "
+    print(f"steady: median of {opts.rounds} rounds in which the clients took turns; "
+          "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
+          "min 1s = the lowest tps of a 1-second report interval; "
           f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
     ref = rows["reference"]
-    tps_ratio = ref["steady"]["tps"] / d["tps"]
-    p95_ratio = ref["steady"]["p95"] / d["p95"]
+    tps_ratio = ref["steady"]["tps_ratio"]
+    p95_ratio = ref["steady"]["p95_ratio"]
     print(f"\nreference: tps {tps_ratio:.2f}x direct (target >= {TARGET_TPS_RATIO}: "
           f"{'met' if tps_ratio >= TARGET_TPS_RATIO else 'NOT met'}), p95 {p95_ratio:.2f}x direct (target <= "
           f"{TARGET_P95_RATIO}: {'met' if p95_ratio <= TARGET_P95_RATIO else 'NOT met'}); with switchovers sysbench "
