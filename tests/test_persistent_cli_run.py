@@ -121,3 +121,15 @@ def test_pgbouncer_run_switchover_from_cli(run: Pair) -> None:
             assert after == run.principal.server_address[1] and after != before
     finally:
         _stop(proc)
+
+
+def test_attach_bad_inputs_are_one_line() -> None:
+    """Bad input to the attach commands: one line naming the fix, exit code 2, no traceback."""
+    cases = [(["persistent-proxy", "--user", "u"], "--run ID"),
+             (["persistent-proxy", "--run", "nope"], "not a run ID"),
+             (["pgbouncer", "--run", "1201000000-abcd"], "no run '1201000000-abcd'")]
+    for args, words in cases:
+        out = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, (args, out.stderr)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0] and "Traceback" not in out.stderr, (args, out.stderr)
