@@ -148,8 +148,8 @@ def main() -> int:
         creds = pair.engine.credentials
         prep = _prepare(pair.principal.server_address, creds, opts)
         faults = Faults(pair)
-        names = [name for name, _ in _clients()]
         factories = dict(_clients())
+        names = list(factories)
         running = {name: adapters.open_client(factories[name], pair=pair, drain_window=10.0, recovery_window=30.0)
                    for name in names}
         ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
