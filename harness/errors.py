@@ -183,6 +183,62 @@ class ConnectionLostError(MirroringClientError):
     """An established connection broke (MIR-11: the application sees it; no automatic reconnect)."""
 
 
+# ---- what an ACR client (DB2 automatic client reroute, RULEBOOK ACR-1…9) tells its application ---
+
+
+class AcrClientError(Exception):
+    """Base of the errors an ACR client raises to the application (outcomes judged by the ACR checkers,
+    not harness errors). ``sqlstate`` / ``sqlcode`` as DB2 returns them; messages are redacted."""
+
+    sqlstate = ""
+    sqlcode = 0
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*_redacted(args))
+
+
+class Sql30108N(AcrClientError):
+    """SQL30108N (SQLSTATE 08506, SQLCODE -30108): the connection failed, the transaction was rolled
+    back and the client rerouted (ACR-3, ACR-8, ACR-9). ``reason_code`` 2: a member of the current
+    group failed; 4: every member of the primary group failed, the alternate group is next (ACR-8).
+    ``failure_code`` 1 send, 2 receive (also a receive timeout), 3 connection ended / query timeout
+    after the connection failed, 4 interrupted (``error_code`` 1 query timeout, 2 cancel; ACR-9).
+    ``host`` / ``port``: the member the connection was re-established to (or will be, when lazy)."""
+
+    sqlstate = "08506"
+    sqlcode = -30108
+
+    def __init__(self, reason_code: int, failure_code: int, host: str, port: int | str,
+                 error_code: int | None = None, underlying: str = "") -> None:
+        self.reason_code, self.failure_code, self.error_code = reason_code, failure_code, error_code
+        self.host, self.port, self.underlying = host, str(port), underlying
+        super().__init__(
+            f'SQL30108N A connection failed in an automatic client reroute environment. The transaction was '
+            f'rolled back. Host name or IP address: "{host}". Service name or port number: "{port}". Reason '
+            f'code: "{reason_code}". Connection failure code: "{failure_code}". Underlying error: '
+            f'"{underlying or error_code or ""}". SQLSTATE=08506')
+
+
+class Sql30081N(AcrClientError):
+    """SQL30081N (SQLSTATE 08001, SQLCODE -30081): a communication error; the client could not
+    reconnect, or the transport could not be reused (ACR-4, ACR-6). The application must reconnect,
+    re-establish its state and retry. Tokens as DB2 prints them: protocol, API, location, function,
+    protocol-specific error codes."""
+
+    sqlstate = "08001"
+    sqlcode = -30081
+
+    def __init__(self, location: str, function: str = "recv", codes: tuple[str, str, str] = ("*", "*", "0"),
+                 protocol: str = "TCP/IP", api: str = "SOCKETS", reason: str = "") -> None:
+        self.location, self.function, self.codes, self.reason = location, function, codes, reason
+        super().__init__(
+            f'SQL30081N A communication error has been detected. Communication protocol being used: '
+            f'"{protocol}". Communication API being used: "{api}". Location where the error was detected: '
+            f'"{location}". Communication function detecting the error: "{function}". Protocol specific '
+            f'error code(s): "{codes[0]}", "{codes[1]}", "{codes[2]}". SQLSTATE=08001'
+            + (f" ({reason})" if reason else ""))
+
+
 # ---- the persistent proxy's wire-level errors (answered to its peers) --------------------------
 
 

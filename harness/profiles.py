@@ -47,8 +47,14 @@ PROFILES: tuple[Profile, ...] = (
             client_protocol="harness.clients.persistent.protocol:PersistentClient",
             client_modules=("harness.clients.persistent",), checker_modules=("harness.rules.persistent",),
             workload="harness.workload.oltp", suites="suites/persistent"),
-    Profile("acr", "Automatic client reroute (DB2)", ("ACR",), built=False),
-    Profile("icm", "Internet Cluster Manager (Domino)", ("ICM",), built=False),
+    Profile("acr", "Automatic client reroute (DB2)", ("ACR",),
+            client_protocol="harness.clients.acr.protocol:AcrClient",
+            client_modules=("harness.clients.acr",), checker_modules=("harness.rules.acr",),
+            workload="harness.workload.acr", suites="suites/acr"),
+    Profile("icm", "Internet Cluster Manager (Domino)", ("ICM",),
+            client_protocol="harness.clients.icm.protocol:IcmRouter",
+            client_modules=("harness.clients.icm",), checker_modules=("harness.rules.icm",),
+            workload="harness.workload.icm", suites="suites/icm"),
     Profile("lpq", "libpq multi-host rules (PostgreSQL drivers)", ("LPQ",), built=False),
 )
 

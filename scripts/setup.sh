@@ -17,6 +17,8 @@ declare -A NEED=(
   [java]=default-jre-headless
   [npm]=npm
   [node]=nodejs
+  [/usr/sbin/haproxy]=haproxy
+  [/usr/sbin/nginx]=nginx
 )
 missing=()
 for probe in "${!NEED[@]}"; do
@@ -28,7 +30,11 @@ if ((${#missing[@]})); then
     say "installing: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
+    # haproxy / nginx (ICM routers) are run by the harness on 127.0.0.1 only: never start their services
+    nostart=; [[ -e /usr/sbin/policy-rc.d ]] || { printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+      chmod +x /usr/sbin/policy-rc.d; nostart=1; }
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [[ -z $nostart ]] || rm -f /usr/sbin/policy-rc.d
   else
     say "missing system packages: ${missing[*]}"
     say "install them (Debian/Ubuntu: sudo apt-get install -y ${missing[*]}) and run again"

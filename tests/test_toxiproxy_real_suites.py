@@ -6,8 +6,9 @@ verdicts (rule id and valid, read from the saved histories' meta).
 ``make test`` runs this in its second pass (``TOXIPROXY_SERVER_BIN`` = ``../shared/toxiproxy/
 toxiproxy-server`` when that file exists; override with ``make test TOXIPROXY_SERVER=PATH``).
 Without any real binary (that variable, ``../shared/toxiproxy/`` beside the checkout, or PATH) it is
-skipped: there is nothing to compare with. A test whose verdicts differ is run once more in both
-modes before the difference counts (a timing flake does not repeat; a real difference does)."""
+skipped: there is nothing to compare with. A test whose verdicts differ is run up to twice more in both
+modes, and the difference counts only when no result of one mode ever equals one of the other
+(a timing flake does not repeat; a real difference does)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,28 @@ def differences(a: Verdicts, b: Verdicts) -> dict[str, tuple[object, object]]:
     return {t: (a.get(t), b.get(t)) for t in sorted(set(a) | set(b)) if a.get(t) != b.get(t)}
 
 
-@pytest.mark.timeout(2400)  # two runs of the suites, and a re-run of any test that differed
+Samples = dict[str, list[object]]
+
+
+def never_alike(a: Samples, b: Samples) -> dict[str, tuple[list[object], list[object]]]:
+    """Tests none of whose results in one mode equals any of its results in the other: a
+    difference of the fault proxy. A test that once gave the same result both ways but not always
+    is a flake of the machine (timing under load), not of the server (it is printed, not failed)."""
+    return {t: (a.get(t, []), b.get(t, [])) for t in sorted(set(a) | set(b))
+            if not any(x == y for x in a.get(t, []) for y in b.get(t, []))}
+
+
+RERUNS = 2  # re-runs of a differing test in both modes before the difference counts
+
+
+def test_never_alike_separates_a_server_difference_from_a_flake() -> None:
+    ok, bad = ("passed", [("MIR-5", True)]), ("failed", [("MIR-5", False)])
+    assert never_alike({"t": [ok, ok]}, {"t": [bad, bad]}) == {"t": ([ok, ok], [bad, bad])}
+    assert never_alike({"t": [bad, ok]}, {"t": [ok]}) == {}
+    assert never_alike({"t": [ok]}, {}) == {"t": ([ok], [])}
+
+
+@pytest.mark.timeout(2400)  # two runs of the suites, and re-runs of any test that differed
 def test_durability_and_mirroring_give_the_same_verdicts_through_the_real_server(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     binary = real_binary()
@@ -89,15 +111,23 @@ def test_durability_and_mirroring_give_the_same_verdicts_through_the_real_server
     assert "spawned toxiproxy-server 2.12" in real_env and binary in real_env, real_env
     assert "derived from its trace log" in real_env
     diff = differences(embedded, real)
-    again: dict[str, tuple[object, object]] = {}
-    if diff:  # once more, only those tests, both ways
-        ids = [t for t in diff if t in embedded and t in real]
-        _, emb2 = run_suites("embedded", binary, tmp_path / "embedded-again", ids)
-        _, real2 = run_suites("real", binary, tmp_path / "real-again", ids)
-        again = differences(emb2, real2)
-        again.update({t: d for t, d in diff.items() if t not in ids})
+    emb_samples: Samples = {t: [v] for t, v in embedded.items()}
+    real_samples: Samples = {t: [v] for t, v in real.items()}
+    remaining = never_alike(emb_samples, real_samples)
+    for round_ in range(1, RERUNS + 1):  # only the tests that still never matched, both ways
+        ids = [t for t in remaining if t in embedded and t in real]
+        if not ids:
+            break
+        _, emb2 = run_suites("embedded", binary, tmp_path / f"embedded-again-{round_}", ids)
+        _, real2 = run_suites("real", binary, tmp_path / f"real-again-{round_}", ids)
+        for t in ids:
+            emb_samples[t].append(emb2.get(t))
+            real_samples[t].append(real2.get(t))
+        remaining = never_alike(emb_samples, real_samples)
+    flaky = sorted(t for t in diff if t not in remaining)
     with capsys.disabled():
         print(f"\n[real toxiproxy] {len(embedded)} suite tests: embedded {t_emb:.1f} s, real {t_real:.1f} s; "
-              f"differences {len(diff)} (after a re-run: {len(again)})")
-    assert not again, json.dumps(again, indent=1, default=str)
+              f"differences {len(diff)}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
+              f"{', '.join(flaky) or '-'}")
+    assert not remaining, json.dumps(remaining, indent=1, default=str)
     assert len(embedded) >= 16 and sum(bool(v) for _, v in embedded.values()) >= 16, embedded  # not vacuous

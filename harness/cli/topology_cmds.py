@@ -102,6 +102,8 @@ ROLE_ACTIONS = ("switchover", "failover", "rejoin")
 
 def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
+    if args.action == "mark-state":
+        return _mark_state(args)
     topo = LocalTopology.attach(args.run)
     action = args.action
     if action in ROLE_ACTIONS:
@@ -129,6 +131,18 @@ def cmd_fault(args: argparse.Namespace) -> int:
         print(json.dumps(out))
     else:
         print(f"{out['fault']} {out['node'] or ''} took {out['seconds']:.3f} s; principal is {out['principal']}")
+    return 0
+
+
+def _mark_state(args: argparse.Namespace) -> int:
+    """``fault --run RUN mark-state SERVER --database DB --mark out-of-service|pending-delete|none`` (ICM-1)."""
+    from harness.topology.icm import mark_in_run
+
+    if not args.node or not args.database:
+        raise ConfigError(f"'fault mark-state' needs a server and a database, e.g. 'fault --run {args.run} "
+                          "mark-state s1 --database mail.nsf --mark out-of-service'")
+    out = mark_in_run(run_path(args.run), args.node, args.database, None if args.mark == "none" else args.mark)
+    print(json.dumps(out) if args.json else f"mark-state {args.node} {args.database}: {args.mark}")
     return 0
 
 
@@ -171,16 +185,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("fault", help="apply a fault or role operation to a run",
                        description="actions: switchover, failover, rejoin [NODE]; stop|start|kill|pause|resume NODE; "
-                                   "partition NODE [--how blackhole|refuse|reset]; latency NODE MS; heal")
+                                   "partition NODE [--how blackhole|refuse|reset]; latency NODE MS; heal; "
+                                   "mark-state SERVER --database DB --mark M (an ICM cluster's replica)")
     p.add_argument("--run", required=True)
     p.add_argument("action", help="switchover, failover, rejoin, stop, start, kill, pause, resume, "
-                                  "partition, latency, heal")
+                                  "partition, latency, heal, mark-state")
     p.add_argument("node", nargs="?", help="node name (n1, n2, ...)")
     p.add_argument("value", nargs="?", type=latency_ms, help="latency in ms (0 to one day)")
     p.add_argument("--mode", default="fast", choices=["fast", "immediate", "smart"], help="stop mode")
     p.add_argument("--scope", default="postmaster", choices=["postmaster", "all"], help="pause scope")
     p.add_argument("--how", default="blackhole", choices=["blackhole", "refuse", "reset"], help="partition kind")
     p.add_argument("--jitter", type=jitter_ms, default=0, help="latency jitter in ms (0 to one day)")
+    p.add_argument("--database", help="mark-state: the replica's database (e.g. mail.nsf)")
+    p.add_argument("--mark", default="out-of-service", choices=["out-of-service", "pending-delete", "none"],
+                   help="mark-state: the replica mark (none clears it)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fault)
 

@@ -137,9 +137,10 @@ class Completed(contextlib.AbstractContextManager):
 class Faults:
     """Faults for one topology, recorded into ``history`` (may be None)."""
 
-    def __init__(self, topology: Topology, history: Any = None) -> None:
+    def __init__(self, topology: Topology, history: Any = None, cluster: Any = None) -> None:
         self.topology = topology
         self.history = history
+        self.cluster = cluster  # an ICM cluster stand-in in front of the topology (harness.topology.icm)
         self._coordinators: list[SwitchoverCoordinator] = []
 
     # ---------------------------------------------------------------------------- plumbing
@@ -153,6 +154,8 @@ class Faults:
 
     def _proxy(self, node: str) -> str:
         links = self._links  # ConfigError first when there is no fault proxy at all
+        if self.cluster is not None and node in self.cluster.port_names():  # an ICM server port: s1:http
+            return str(self.cluster.proxy_name(node))
         self.topology.node(node)  # UnknownNodeError naming the nodes
         return links.client_proxy(node)
 
@@ -236,7 +239,11 @@ class Faults:
     def _refused_at(self, node: str) -> dict[str, str]:
         """What a ``refuse`` partition of ``node`` disables: its client ``proxy`` and ``listen`` address
         (recorded in the fault's params: the MIR checkers tie refused connects to a partner by them)."""
-        host, port = self.topology.node(node).client_address
+        if self.cluster is not None and node in self.cluster.port_names():
+            server, _, scheme = node.partition(":")
+            host, port = self.cluster.address(server, scheme)
+        else:
+            host, port = self.topology.node(node).client_address
         return {"proxy": self._proxy(node), "listen": f"{host}:{port}"}
 
     @staticmethod
@@ -343,7 +350,10 @@ class Faults:
                                      after, duration)
 
     def kill(self, node: str, after: float | None = None, duration: float | None = None) -> Scoped:
-        """kill -9 ``node`` for the block (restarted, with crash recovery, on exit)."""
+        """kill -9 ``node`` for the block (restarted, with crash recovery, on exit); an ICM server
+        (``s1``) fails at once, its connections dropped, and starts again on exit (ICM-7)."""
+        if self.cluster is not None and node in self.cluster.servers:
+            return self._maybe_scheduled(f"kill-{node}", lambda: self._icm_server_fault(node), after, duration)
         return self._maybe_scheduled(f"kill-{node}", lambda: self._server_fault("kill", node), after, duration)
 
     def pause(self, node: str, scope: str = "postmaster", after: float | None = None,
@@ -367,6 +377,35 @@ class Faults:
                     topo.resume(node)
                 elif fault in ("stop", "kill") and state in ("stopped", "killed"):
                     topo.start(node)
+
+    @contextlib.contextmanager
+    def _icm_server_fault(self, server: str) -> Iterator[None]:
+        with self._recorded("kill", server, {"icm_server": server}):
+            self.cluster.kill_server(server)
+            try:
+                yield
+            finally:
+                if not self.cluster.is_up(server):
+                    self.cluster.start_server(server)
+
+    def mark_state(self, server: str, database: str, mark: str = "out-of-service", after: float | None = None,
+                   duration: float | None = None) -> Scoped:
+        """ICM-1: mark ``server``'s replica of ``database`` *Out of Service* (``mark="out-of-service"``) or
+        *Pending Delete* (``"pending-delete"``) in the ICM cluster's directory for the block (cleared on
+        exit). Needs the ICM cluster stand-in (``Faults(..., cluster=...)``)."""
+        if self.cluster is None:
+            raise ConfigError("mark-state needs an ICM cluster in front of the topology (suites/icm's faults fixture)")
+        return self._maybe_scheduled(f"mark-state-{server}-{database}",
+                                     lambda: self._mark_state(server, database, mark), after, duration)
+
+    @contextlib.contextmanager
+    def _mark_state(self, server: str, database: str, mark: str) -> Iterator[None]:
+        with self._recorded("mark_state", server, {"database": database, "mark": mark}):
+            self.cluster.mark(server, database, mark)
+            try:
+                yield
+            finally:
+                self.cluster.mark(server, database, None)
 
     # ---------------------------------------------------------------------------- roles
     def switchover(self, target: str | None = None, after: float | None = None) -> Completed | ScheduledFault:

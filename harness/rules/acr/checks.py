@@ -1,0 +1,451 @@
+"""ACR-1 … ACR-9 checkers (RULEBOOK, seed 003): pure functions ``(events, **params) -> Verdict`` over
+the model of :mod:`harness.rules.acr.model`. Every verdict's evidence names the events that decide
+it; a rule whose situation the history does not contain is *unknown*, never kept."""
+
+from __future__ import annotations
+
+from harness.errors import ConfigError
+from harness.history.core import Event
+from harness.rules.acr.model import (
+    SQLSTATE_COMM,
+    SQLSTATE_REROUTED,
+    Op,
+    Session,
+    all_primary_down,
+    build,
+    disruptions,
+    first_of,
+    registers,
+    session_resources,
+    sets_in,
+    txn_declares,
+    txn_wrote,
+)
+from harness.rules.verdict import UNKNOWN, Verdict
+
+MODES = ("seamless", "non-seamless")
+
+
+def _mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"ACR: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+def _no_topology(rule: str, expected: str) -> Verdict:
+    return Verdict(rule, UNKNOWN, expected=expected, observed="no acr.topology event: not an ACR history")
+
+
+def _describe(op: Op) -> str:
+    what = op.sql or op.f
+    if op.status == "ok":
+        return f"{what!r} returned normally"
+    return f"{what!r} raised {op.fields.get('error_class', op.status)} (SQLSTATE {op.fields.get('sqlstate')})"
+
+
+def _replayed(session: Session | None, wanted: list[str], until: float | None) -> tuple[bool, list[str], list[int]]:
+    """Whether ``session`` received exactly ``wanted`` SETs (in order) before ``until``."""
+    if session is None:
+        return False, [], []
+    got = sets_in(session, until)
+    return [s for s, _ in got] == wanted, [s for s, _ in got], [i for _, i in got]
+
+
+def _window(op: Op) -> tuple[float, float]:
+    return op.t0, op.t1
+
+
+# ---------------------------------------------------------------------- ACR-1
+
+
+def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
+    """ACR-1: the client reroutes by the server list the group returned (highest weight first).
+
+    For every call during which the application's transport broke and the client opened another
+    one, the first member it tried must be the highest-weight member of the list the group
+    published last before that attempt, not counting the member that just failed."""
+    rule, expected = "ACR-1", "each reroute tries first the highest-weight member of the server list the group returned"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    judged, evidence = [], []
+    for op, broken in disruptions(m):
+        ok_after = next((o for o in m.ops if o.t0 >= op.t0 and o.status == "ok"
+                         and o.f in ("execute", "commit", "rollback")), None)
+        until = ok_after.t1 if ok_after else op.t1  # a client may reconnect only at the next call
+        tries = [tr for tr in m.transports_in(op.t0, until)
+                 if tr.address.kind == "member" and tr.address.name != broken.address.name]
+        if not tries:
+            continue
+        listed = m.publication(tries[0].t, tries[0].address.group) or []
+        cands = [(n, w) for n, w in listed if n != broken.address.name]
+        if not cands:
+            continue
+        best = max(cands, key=lambda c: c[1])
+        judged.append((op, tries[0], best))
+        evidence += [op.invoke, tries[0].index]
+        if tries[0].address.name != best[0] and dict(cands).get(tries[0].address.name, -1) < best[1]:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"after {broken.address.name} failed under {_describe(op)}, the client tried "
+                                    f"{tries[0].address.name} first; the server list was "
+                                    f"{', '.join(f'{n}/{w}' for n, w in listed)}", evidence=[op.invoke, tries[0].index])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no reroute to a listed member observed")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} reroute(s) went to the top of the list",
+                   evidence=evidence)
+
+
+# ---------------------------------------------------------------------- ACR-2
+
+
+def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
+    """ACR-2: a transaction's failed first statement is run again on another member after the special
+    registers are replayed; no error reaches the application (seamless mode, reusable transport).
+
+    Judged from the server's view: the first new session of the application after the failure must
+    receive the application's SET statements (in order) before the statement itself."""
+    rule = "ACR-2"
+    expected = "a failed first statement returns normally, rerun on a new member after the SETs were replayed"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    if _mode(mode) != "seamless":
+        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in non-seamless mode")
+    judged = []
+    for op, broken in disruptions(m):
+        if op.f != "execute" or op.n != 0 or session_resources(m, op.t0) or all_primary_down(m, op.t0):
+            continue
+        judged.append(op)
+        if op.status != "ok":
+            return Verdict(rule, False, expected=expected,
+                           observed=f"the first statement of transaction {op.txn} failed on {broken.address.name} and "
+                                    f"{_describe(op)}", evidence=[broken.index, op.invoke, op.end or op.invoke])
+        wanted = registers(m, op.t0)
+        new = next((s for s in m.sessions_after(op.t0) if first_of(s, op.sql)), None)
+        at = first_of(new, op.sql) if new else None
+        ok, got, idx = _replayed(new, wanted, at[0] if at else None)
+        if not ok:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"the server's new session for {op.sql!r} received SETs {got} before it; the "
+                                    f"application had set {wanted}" if new else
+                                    f"no new server session received {op.sql!r} again",
+                           evidence=[op.invoke, *(idx or []), *([at[1]] if at else [])])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no first statement failed on a reusable transport")
+    return Verdict(rule, True, expected=expected,
+                   observed=f"{len(judged)} failed first statement(s) rerun seamlessly after the replay",
+                   evidence=[o.invoke for o in judged])
+
+
+# ---------------------------------------------------------------------- ACR-3
+
+
+def check_acr_3(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
+    """ACR-3: a later statement failing on a reusable transport rolls the transaction back, reconnects,
+    replays the special registers and returns SQL30108N (SQLSTATE 08506) - judged in seamless mode."""
+    rule = "ACR-3"
+    expected = "a failed later statement raises SQL30108N (08506) after a reconnect that replayed the SETs"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    if _mode(mode) != "seamless":
+        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in non-seamless mode")
+    judged = []
+    for op, broken in disruptions(m):
+        if op.f != "execute" or op.n == 0 or session_resources(m, op.t0) or txn_declares(m, op) \
+                or all_primary_down(m, op.t0):
+            continue
+        judged.append(op)
+        if op.sqlstate != SQLSTATE_REROUTED:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"statement {op.n + 1} of transaction {op.txn} failed on {broken.address.name} "
+                                    f"and {_describe(op)}", evidence=[broken.index, op.invoke, op.end or op.invoke])
+        wanted = registers(m, op.t0)
+        new = next((s for s in m.sessions_after(op.t0) if s.start <= op.t1), None)
+        ok, got, idx = _replayed(new, wanted, op.t1)
+        if not ok:
+            return Verdict(rule, False, expected=expected,
+                           observed=(f"before SQL30108N the new session received SETs {got}; the application had "
+                                     f"set {wanted}") if new else "SQL30108N came without a reconnect (no new server "
+                                                                  "session before it)",
+                           evidence=[op.invoke, op.end or op.invoke, *idx])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no later statement failed on a reusable transport")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} SQL30108N after reconnect and replay",
+                   evidence=[o.end or o.invoke for o in judged])
+
+
+# ---------------------------------------------------------------------- ACR-4
+
+
+def check_acr_4(events: list[Event], *, process: str = "app") -> Verdict:
+    """ACR-4: a failure while the transport cannot be reused (a held cursor, a temporary table) returns
+    SQL30081N (SQLSTATE 08001), and the next session gets the special registers of the last COMMIT
+    point."""
+    rule = "ACR-4"
+    expected = "with session resources open, a failure raises SQL30081N (08001); registers back to the last COMMIT"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    judged = []
+    for op, broken in disruptions(m):
+        held = session_resources(m, op.t0)
+        if op.f != "execute" or not held:
+            continue
+        judged.append(op)
+        if op.sqlstate != SQLSTATE_COMM:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"with {held[0]!r} open, {_describe(op)}",
+                           evidence=[broken.index, op.invoke, op.end or op.invoke])
+        wanted = registers(m, op.t0, committed=True)
+        later = [o for o in m.ops if o.t0 > op.t1 and o.f == "execute" and o.status == "ok"]
+        if later:
+            new = next((s for s in m.sessions_after(op.t0) if first_of(s, later[0].sql)), None)
+            at = first_of(new, later[0].sql) if new else None
+            ok, got, idx = _replayed(new, wanted, at[0] if at else None)
+            if new is not None and not ok:
+                return Verdict(rule, False, expected=expected,
+                               observed=f"after SQL30081N the next session received SETs {got}; the last COMMIT "
+                                        f"point had {wanted}", evidence=[op.end or op.invoke, *idx])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no failure with session resources open")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} SQL30081N with session resources open",
+                   evidence=[o.end or o.invoke for o in judged])
+
+
+# ---------------------------------------------------------------------- ACR-5
+
+
+def check_acr_5(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
+    """ACR-5: COMMIT / ROLLBACK after a full fetch, issued once the server became unreachable, fails over
+    seamlessly; a session resource declared in the transaction makes it non-seamless.
+
+    **(interpretation)** a COMMIT of a transaction that wrote is not judged here (its outcome is unknown
+    to the client; DUR-1 judges what it acknowledged)."""
+    rule = "ACR-5"
+    expected = ("COMMIT/ROLLBACK of a fully fetched transaction is seamless; with a cursor or temporary table "
+                "declared in it, it is not")
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    if _mode(mode) != "seamless":
+        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in non-seamless mode")
+    judged = []
+    for op, broken in disruptions(m):
+        if op.f not in ("commit", "rollback") or all_primary_down(m, op.t0):
+            continue
+        declared = txn_declares(m, op) or session_resources(m, op.t0)
+        if not declared and op.f == "commit" and txn_wrote(m, op):
+            continue
+        judged.append(op)
+        if declared and op.status == "ok":
+            return Verdict(rule, False, expected=expected,
+                           observed=f"{op.f.upper()} after {declared[0]!r} in the transaction returned normally",
+                           evidence=[broken.index, op.invoke, op.end or op.invoke])
+        if not declared and op.status != "ok":
+            return Verdict(rule, False, expected=expected,
+                           observed=f"{op.f.upper()} of a fully fetched transaction on {broken.address.name} "
+                                    f"raised {op.fields.get('error_class')} (SQLSTATE {op.fields.get('sqlstate')})",
+                           evidence=[broken.index, op.invoke, op.end or op.invoke])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no COMMIT/ROLLBACK met a failed member")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} COMMIT/ROLLBACK judged",
+                   evidence=[o.end or o.invoke for o in judged])
+
+
+# ---------------------------------------------------------------------- ACR-6
+
+
+def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
+    """ACR-6: the group-wide address is tried only after every member of the list, and before the client
+    gives up. Needs the refused connects (capture) when members were killed."""
+    rule = "ACR-6"
+    expected = "the group-wide address is tried after every running member, and before giving up"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    judged = []
+    for op in m.ops:
+        if op.f not in ("execute", "commit", "rollback"):
+            continue
+        tries = m.transports_in(*_window(op))
+        group_tries = [tr for tr in tries if tr.address.kind == "group-address" and tr.address.group == "primary"]
+        gave_up = op.sqlstate == SQLSTATE_COMM or (op.sqlstate == SQLSTATE_REROUTED
+                                                   and op.fields.get("reason_code") == 4)
+        if not group_tries and not (gave_up and tries):
+            continue
+        if m.capture is not True and any(m.down(a.name, op.t0, "kill") for a in m.group_members("primary")):
+            return Verdict(rule, UNKNOWN, expected=expected,
+                           observed="members were refusing connects but the refused-connect capture did not run")
+        judged.append(op)
+        if group_tries:
+            g = group_tries[0]
+            skipped = [a.name for a in m.group_members("primary")
+                       if not m.down(a.name, g.t) and not any(tr.address.name == a.name and tr.t < g.t for tr in tries)]
+            if skipped:
+                return Verdict(rule, False, expected=expected,
+                               observed=f"the group-wide address was tried before running member(s) "
+                                        f"{', '.join(skipped)}", evidence=[op.invoke, g.index])
+        elif gave_up and not m.down("group", op.t1):
+            return Verdict(rule, False, expected=expected,
+                           observed=f"{_describe(op)} without trying the group-wide address (which was up)",
+                           evidence=[op.invoke, op.end or op.invoke, *[tr.index for tr in tries]])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no call tried the group-wide address or gave up")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} call(s) judged",
+                   evidence=[o.invoke for o in judged])
+
+
+# ---------------------------------------------------------------------- ACR-7
+
+
+def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-seamless") -> Verdict:
+    """ACR-7 (non-seamless mode): no transport until the application's first SQL or SET statement (after
+    connect, and after a failure's SQL30108N); then the special registers of the last COMMIT point are
+    set before the statement."""
+    rule = "ACR-7"
+    expected = "no transport before the first statement; registers of the last COMMIT point set before it"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    if _mode(mode) != "non-seamless":
+        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in seamless mode")
+    calls = [o for o in m.ops if o.f in ("connect", "execute", "commit", "rollback")]
+    broke = {id(op): tr for op, tr in disruptions(m)}
+    judged = []
+    for i, op in enumerate(calls):
+        if not (op.f == "connect" or (op.sqlstate == SQLSTATE_REROUTED)):
+            continue
+        nxt = next((o for o in calls[i + 1:] if o.f == "execute"), None)
+        if nxt is None:
+            continue
+        if op.f == "connect":
+            start = op.t0
+        elif id(op) in broke:  # the transport broke under it: no new one before the next statement
+            start = max(op.t0, broke[id(op)].t) + 1e-9
+        else:  # SQL30108N while binding (reason code 4): its own attempts are the bind
+            start = op.t1
+        early = m.transports_in(start, nxt.t0)
+        judged.append(op)
+        if early:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"the client opened a transport to {early[0].address.name} after "
+                                    f"{'connect' if op.f == 'connect' else 'SQL30108N'} and before the next statement",
+                           evidence=[op.invoke, early[0].index, nxt.invoke])
+        if nxt.status == "ok" and op.f != "connect":
+            wanted = registers(m, nxt.t0, committed=True)
+            new = next((s for s in m.sessions_after(nxt.t0) if first_of(s, nxt.sql)), None)
+            at = first_of(new, nxt.sql) if new else None
+            ok, got, idx = _replayed(new, wanted, at[0] if at else None)
+            if new is not None and not ok:
+                return Verdict(rule, False, expected=expected,
+                               observed=f"the new transport got SETs {got} before {nxt.sql!r}; the last COMMIT point "
+                                        f"had {wanted}", evidence=[nxt.invoke, *idx])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no connect or SQL30108N followed by a statement")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} lazy transport(s)",
+                   evidence=[o.invoke for o in judged])
+
+
+# ---------------------------------------------------------------------- ACR-8
+
+
+def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
+    """ACR-8: SQL30108N carries reason code 2 when a member of the current group failed and 4 when every
+    member of the primary group failed and the alternate group is next; the failed member is not used
+    again on that connection (until its next COMMIT)."""
+    rule = "ACR-8"
+    expected = "reason code 2 within the group, 4 when the primary group is exhausted; failed member not reused"
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    judged = []
+    has_alternate = bool(m.group_members("alternate"))
+    broke = {id(op) for op, _ in disruptions(m)}
+    for op in m.ops:
+        if op.sqlstate != SQLSTATE_REROUTED:
+            continue
+        rc = op.fields.get("reason_code")
+        if id(op) in broke:
+            want, why = 2, "the existing connection to a member failed under it"
+        elif has_alternate and all_primary_down(m, op.t0):
+            want, why = 4, "no member of the primary group could be reached"
+        else:
+            continue
+        judged.append(op)
+        if rc != want:
+            return Verdict(rule, False, expected=expected, observed=f"SQL30108N reason code {rc} when {why}",
+                           evidence=[op.invoke, op.end or op.invoke])
+        if want == 4:
+            nxt = next((tr for tr in m.transports if tr.t > op.t1 and tr.outcome == "accepted"), None)
+            if nxt is not None and nxt.address.group != "alternate":
+                return Verdict(rule, False, expected=expected,
+                               observed=f"after reason code 4 the client went to {nxt.address.name}, not to the "
+                                        f"alternate group", evidence=[op.end or op.invoke, nxt.index])
+    for op, broken in disruptions(m):
+        commit = next((o for o in m.ops if o.f == "commit" and o.status == "ok" and o.t0 > op.t0), None)
+        until = commit.t0 if commit else float("inf")
+        again = [tr for tr in m.transports if broken.t < tr.t and op.t0 < tr.t < until
+                 and tr.address.name == broken.address.name]
+        judged.append(op)
+        if again:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"after {broken.address.name} failed under {_describe(op)}, the connection went "
+                                    f"back to it", evidence=[broken.index, op.invoke, again[0].index])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed="no SQL30108N and no failed member observed")
+    return Verdict(rule, True, expected=expected, observed=f"{len({id(o) for o in judged})} call(s) judged",
+                   evidence=sorted({o.invoke for o in judged}))
+
+
+# ---------------------------------------------------------------------- ACR-9
+
+
+def check_acr_9(events: list[Event], *, process: str = "app", receive_timeout: float | None = None,
+                query_timeout: float | None = None, tolerance: float = 1.0) -> Verdict:
+    """ACR-9: a receive timeout and a query timeout on a failed (black-holed) connection yield SQL30108N
+    with failure code 1-3 within the timeout (+ ``tolerance`` s); an interrupt (``cancel``) yields
+    SQL30108N with failure code 4."""
+    rule = "ACR-9"
+    expected = "timeouts: SQL30108N failure code 1-3 within the timeout; interrupt: SQL30108N failure code 4"
+    if tolerance < 0:
+        raise ConfigError(f"ACR-9: tolerance must be >= 0 seconds, not {tolerance!r}")
+    m = build(events, process)
+    if not m.has_topology:
+        return _no_topology(rule, expected)
+    cancels = [o for o in m.ops if o.f == "cancel"]
+    limits = [t for t in (receive_timeout, query_timeout) if t]
+    judged = []
+    for op, broken in disruptions(m):
+        if op.f != "execute" or not m.down(broken.address.name, op.t0, "blackhole"):
+            continue
+        cancel = next((c for c in cancels if op.t0 <= c.t0 <= op.t1), None)
+        if cancel is None and not limits:
+            continue
+        judged.append(op)
+        fc = op.fields.get("failure_code")
+        if op.sqlstate != SQLSTATE_REROUTED:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"on a black-holed member, {_describe(op)}"
+                                    + (" after an interrupt" if cancel else ""),
+                           evidence=[op.invoke, *([cancel.invoke] if cancel else []), op.end or op.invoke])
+        if cancel is not None:
+            if fc != 4:
+                return Verdict(rule, False, expected=expected,
+                               observed=f"an interrupt gave SQL30108N failure code {fc}",
+                               evidence=[cancel.invoke, op.end or op.invoke])
+            continue
+        if fc not in (1, 2, 3):
+            return Verdict(rule, False, expected=expected, observed=f"a timeout gave SQL30108N failure code {fc}",
+                           evidence=[op.invoke, op.end or op.invoke])
+        took = op.t1 - op.t0
+        if took > min(limits) + tolerance:
+            return Verdict(rule, False, expected=expected,
+                           observed=f"SQL30108N came {took:.2f} s after the statement; the timeout was "
+                                    f"{min(limits):g} s (tolerance {tolerance:g} s)",
+                           evidence=[op.invoke, op.end or op.invoke])
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected,
+                       observed="no statement on a black-holed member under a timeout or interrupt")
+    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} timeout/interrupt case(s)",
+                   evidence=[o.invoke for o in judged])

@@ -1,0 +1,665 @@
+"""The ICM cluster stand-in (RULEBOOK ICM-1..7, seed 004): N Domino-like server nodes, each an HTTP
+and an HTTPS listener serving the databases it holds replicas of, every port behind the fault proxy.
+
+* **Data**: each (server, replica) is a PostgreSQL database ``icm_<server>_<db>`` on the backing
+  topology's principal - one PostgreSQL instance for the whole cluster (an interpretation kept small
+  on purpose, docs/icm.md); a request for ``/<db>`` reads its row from that server's own database.
+* **Ports**: ``fh-<run>-icm-<server>-<scheme>`` proxies on the backing topology's fault proxy front
+  every listener, so a partition of ``s1:http`` leaves ``s1:https`` answering (ICM-3).
+* **Certificates**: a CA and a server certificate for 127.0.0.1 are made at start-up with
+  ``trustme`` (nothing on disk but the PEM files clients need).
+* **State, recorded as history events** (docs/icm.md lists them): per server its open ``sessions``
+  (the load that drives the availability index), ``Server_Availability_Threshold``,
+  ``Server_MaxUsers``, ``Server_Restricted`` (0-4) - ``icm.server.state``; per replica the marks
+  *Out of Service* / *Pending Delete* - ``icm.replica.mark``; a server failing / coming back -
+  ``icm.server.down`` / ``icm.server.up``; every request a server served - ``icm.served``; every
+  ping it answered - ``icm.ping``.
+* **Directory file**: the cluster database directory (replicas and marks) is also written to
+  ``<run>/icm-directory.json`` so ``failover-harness fault --run RUN mark-state`` can mark a replica
+  from another process; the cluster notices and records it (``source: "cli"``).
+
+Sessions and authentication: a user authenticates to one server with HTTP Basic credentials (a
+``401`` challenge first) and gets a session cookie valid on that server only (ICM-7: a new server
+needs a new login unless the user already logged in there)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import http.server
+import json
+import re
+import secrets
+import socket
+import socketserver
+import ssl
+import tempfile
+import threading
+import time
+from base64 import b64decode
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from harness.errors import ConfigError, HarnessError, InvalidOperation, TopologyError
+from harness.secrets import remember
+from harness.topology.process import database_user
+
+SCHEMES = ("http", "https")
+MARKS = ("out-of-service", "pending-delete")
+DIRECTORY_FILE = "icm-directory.json"
+#: Default replica layout: server -> databases it holds (every database on >= 2 servers).
+DEFAULT_LAYOUT: dict[str, tuple[str, ...]] = {
+    "s1": ("mail.nsf", "crm.nsf"),
+    "s2": ("mail.nsf", "crm.nsf", "docs.nsf"),
+    "s3": ("mail.nsf", "docs.nsf"),
+}
+USERS = ("alice", "bob", "carol")
+_NAME = re.compile(r"[a-z][a-z0-9]{0,15}")
+_DB = re.compile(r"[a-z][a-z0-9_]{0,30}\.nsf")
+
+
+@dataclass
+class ServerSettings:
+    """One server's load and thresholds (Domino notes.ini variables, ICM-2)."""
+
+    sessions: int = 0  # open sessions: the load that drives the availability index
+    capacity: int = 100  # sessions at which the index reaches 0 (interpretation, docs/icm.md)
+    availability_threshold: int = 0  # Server_Availability_Threshold (0: never BUSY)
+    max_users: int = 0  # Server_MaxUsers (0: no limit)
+    restricted: int = 0  # Server_Restricted 0-4 (non-zero: RESTRICTED)
+
+    def index(self) -> int:
+        """The availability index 0-100 (ICM-2 interpretation: 100 - 100 * sessions / capacity)."""
+        return availability_index(self.sessions, self.capacity)
+
+    def to_dict(self) -> dict[str, int]:
+        """The ``icm.server.state`` fields."""
+        return asdict(self)
+
+
+def availability_index(sessions: int, capacity: int) -> int:
+    """ICM-2 (interpretation): Domino's expansion factor mapped to 0-100 as ``100 - 100 * sessions /
+    capacity``, rounded down, never below 0."""
+    if capacity <= 0:
+        return 0
+    return max(0, 100 - (100 * sessions + capacity - 1) // capacity)
+
+
+def _check_setting(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"ICM server setting {name} must be a whole number from {low} to {high}, not {value!r}")
+    return value
+
+
+@dataclass
+class _Node:
+    """One server node: its replicas, settings, listeners and sessions."""
+
+    name: str
+    databases: tuple[str, ...]
+    settings: ServerSettings = field(default_factory=ServerSettings)
+    ports: dict[str, int] = field(default_factory=dict)  # scheme -> the listener's own port
+    proxies: dict[str, tuple[str, str]] = field(default_factory=dict)  # scheme -> (proxy name, listen)
+    listeners: dict[str, _Listener] = field(default_factory=dict)
+    cookies: dict[str, str] = field(default_factory=dict)  # session cookie -> user
+    up: bool = False
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves one node's requests: ``/icm/ping`` (ICM-3 probe), ``/<db>`` (a replica's data)."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Listener
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Quiet: what a node served goes to the history instead."""
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+        """A ping may be a HEAD."""
+        self.do_GET()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        """Answer a ping or a database request; record it."""
+        self.server.cluster._serve(self, self.server.node, self.server.scheme)
+
+    def reply(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        """Send a JSON answer (``X-ICM-Server`` names the node)."""
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-ICM-Server", self.server.node)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+
+class _Listener(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    """One listener of a node (HTTP, or HTTPS with the cluster's certificate); tracks its
+    connections so a failing server drops them all at once (ICM-7)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, cluster: IcmCluster, node: str, scheme: str, port: int, context: ssl.SSLContext | None) -> None:
+        self.cluster, self.node, self.scheme, self.context = cluster, node, scheme, context
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """TLS handshake on the request's own thread (a slow client never blocks accept)."""
+        with self.lock:
+            self.open.add(request)
+        try:
+            if self.context is not None:
+                request.settimeout(10)
+                try:
+                    wrapped = self.context.wrap_socket(request, server_side=True)
+                except (OSError, ssl.SSLError):
+                    return
+                with self.lock:  # the wrapped socket took over the descriptor
+                    self.open.discard(request)
+                    self.open.add(wrapped)
+                request = wrapped
+                request.settimeout(None)
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.lock:
+                self.open.discard(request)
+
+    def fail(self) -> None:
+        """Stop accepting and drop every open connection (the server fails)."""
+        self.shutdown()
+        self.server_close()
+        with self.lock:
+            conns = list(self.open)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+class IcmCluster:
+    """The cluster stand-in over a started backing ``topology`` (its principal holds the databases,
+    its fault proxy fronts the ports). ``up()`` / ``down()``; :meth:`bind` points the events at a
+    test's history (one cluster may serve many tests: :meth:`reset` between them)."""
+
+    def __init__(self, topology: Any, layout: dict[str, tuple[str, ...]] | None = None, history: Any = None) -> None:
+        layout = dict(layout or DEFAULT_LAYOUT)
+        if len(layout) < 3:
+            raise ConfigError(f"an ICM cluster needs at least 3 servers, not {len(layout)}")
+        for name, dbs in layout.items():
+            if not _NAME.fullmatch(name) or not dbs or not all(_DB.fullmatch(d) for d in dbs):
+                raise ConfigError(f"bad ICM layout entry {name!r}: {dbs!r} (server names like s1, databases like "
+                                  "mail.nsf)")
+        self.topology = topology
+        self.history = history
+        self._nodes = {name: _Node(name, tuple(dbs)) for name, dbs in layout.items()}
+        self._lock = threading.RLock()
+        self._marks: dict[tuple[str, str], str] = {}
+        self._dir_version = 0
+        self._watchers: list[Any] = []
+        self._passwords = {u: secrets.token_urlsafe(12) for u in USERS}
+        for password in self._passwords.values():
+            remember(password)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.ca_path: Path | None = None
+        self.cert_path: Path | None = None  # server certificate + key (PEM; routers terminate TLS with it)
+        self._context: ssl.SSLContext | None = None
+        self.started = False
+
+    # ------------------------------------------------------------------------- views
+    @property
+    def servers(self) -> list[str]:
+        """Server names in cluster order (the order the tie-break ``first`` means)."""
+        return list(self._nodes)
+
+    def databases(self) -> list[str]:
+        """Every database some server holds a replica of."""
+        return sorted({d for n in self._nodes.values() for d in n.databases})
+
+    def holders(self, database: str) -> list[str]:
+        """Servers holding a replica of ``database`` (marked or not)."""
+        return [n.name for n in self._nodes.values() if database in n.databases]
+
+    def port_names(self) -> list[str]:
+        """``s1:http``, ``s1:https``, ... (what the fault vocabulary partitions)."""
+        return [f"{n}:{s}" for n in self._nodes for s in SCHEMES]
+
+    def _node(self, server: str) -> _Node:
+        if server not in self._nodes:
+            raise ConfigError(f"no ICM server {server!r}; servers: {', '.join(self._nodes)}")
+        return self._nodes[server]
+
+    def address(self, server: str, scheme: str) -> tuple[str, int]:
+        """Where clients reach ``server``'s ``scheme`` port (its fault proxy)."""
+        host, _, port = self._node(server).proxies[_scheme(scheme)][1].rpartition(":")
+        return host, int(port)
+
+    def server_address(self, server: str, scheme: str) -> tuple[str, int]:
+        """The listener's own address (bypassing the fault proxy)."""
+        return "127.0.0.1", self._node(server).ports[_scheme(scheme)]
+
+    def proxy_name(self, port_name: str) -> str:
+        """The fault proxy of ``s1:http``."""
+        server, _, scheme = port_name.partition(":")
+        return self._node(server).proxies[_scheme(scheme)][0]
+
+    def server_of_port(self, port: int) -> str | None:
+        """The server whose proxied (or own) port is ``port``."""
+        for n in self._nodes.values():
+            for scheme in SCHEMES:
+                if port in (n.ports.get(scheme), int(n.proxies[scheme][1].rpartition(":")[2]) if n.proxies else -1):
+                    return n.name
+        return None
+
+    def url(self, server: str, scheme: str, path: str = "/") -> str:
+        """``https://127.0.0.1:PORT/path`` through the fault proxy."""
+        host, port = self.address(server, scheme)
+        return f"{scheme}://{host}:{port}{path}"
+
+    def password(self, user: str) -> str:
+        """The test user's password (random per cluster; never printed)."""
+        if user not in self._passwords:
+            raise ConfigError(f"no ICM user {user!r}; users: {', '.join(USERS)}")
+        return self._passwords[user]
+
+    def settings(self, server: str) -> ServerSettings:
+        """A copy of ``server``'s current settings."""
+        return ServerSettings(**self._node(server).settings.to_dict())
+
+    def is_up(self, server: str) -> bool:
+        """Whether ``server``'s listeners run."""
+        return self._node(server).up
+
+    def directory(self) -> dict[str, Any]:
+        """The cluster database directory and the servers' availability as ICM reads them: per server
+        its settings, index and whether it runs; per database its replicas and their marks."""
+        self._read_directory_file()
+        with self._lock:
+            return {
+                "servers": {n.name: {**n.settings.to_dict(), "index": n.settings.index(), "up": n.up}
+                            for n in self._nodes.values()},
+                "replicas": {db: {s: self._marks.get((s, db)) for s in self.holders(db)} for db in self.databases()},
+                "order": self.servers,
+            }
+
+    # ------------------------------------------------------------------------- lifecycle
+    def up(self) -> IcmCluster:
+        """Create the databases, the certificates, the listeners and their proxies."""
+        import trustme
+
+        try:
+            base = Path(getattr(self.topology, "path", "") or tempfile.gettempdir())  # gone with the run
+            self._tmp = tempfile.TemporaryDirectory(prefix="icm-", dir=base if base.is_dir() else None)
+            tmp = Path(self._tmp.name)
+            ca = trustme.CA()
+            cert = ca.issue_cert("127.0.0.1", "localhost")
+            self.ca_path = tmp / "ca.pem"
+            ca.cert_pem.write_to_path(str(self.ca_path))
+            self.cert_path = tmp / "server.pem"
+            cert.private_key_and_cert_chain_pem.write_to_path(str(self.cert_path))
+            self.cert_path.chmod(0o600)
+            database_user().chown(self.cert_path)  # the routers run as the database user read it
+            tmp.chmod(0o755)
+            self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            cert.configure_cert(self._context)
+            self._create_databases()
+            client = self.topology.links.client
+            run = self.topology.run_id
+            for node in self._nodes.values():
+                for scheme in SCHEMES:
+                    listener = self._listen(node, scheme, 0)
+                    node.ports[scheme] = listener.server_address[1]
+                    proxy = client.create_proxy(f"fh-{run}-icm-{node.name}-{scheme}",
+                                                upstream=f"127.0.0.1:{node.ports[scheme]}",
+                                                node=f"{node.name}:{scheme}")
+                    node.proxies[scheme] = (proxy.name, proxy.listen)
+                node.up = True
+            self.started = True
+            self._write_directory_file()
+        except BaseException:
+            self.down()
+            raise
+        self._record_layout()
+        return self
+
+    def _listen(self, node: _Node, scheme: str, port: int) -> _Listener:
+        listener = _Listener(self, node.name, scheme, port, self._context if scheme == "https" else None)
+        threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05},
+                         name=f"icm-{node.name}-{scheme}", daemon=True).start()
+        node.listeners[scheme] = listener
+        return listener
+
+    def _create_databases(self) -> None:
+        with self.topology.principal.admin() as conn:
+            existing = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+            for node in self._nodes.values():
+                for db in node.databases:
+                    name = database_name(node.name, db)
+                    if name not in existing:
+                        conn.execute(f'CREATE DATABASE "{name}" OWNER app')
+        for node in self._nodes.values():
+            for db in node.databases:
+                with psycopg.connect(self.topology.principal.dsn(dbname=database_name(node.name, db), direct=True),
+                                     autocommit=True) as conn:
+                    conn.execute("CREATE TABLE IF NOT EXISTS documents (id int PRIMARY KEY, title text NOT NULL)")
+                    conn.execute("INSERT INTO documents VALUES (1, %s) ON CONFLICT (id) DO UPDATE SET title = "
+                                 "excluded.title", (f"{db} replica on {node.name}",))
+
+    def down(self) -> None:
+        """Stop every listener and delete the proxies (safe to call twice)."""
+        client = getattr(getattr(self.topology, "links", None), "client", None)
+        for node in self._nodes.values():
+            for listener in node.listeners.values():
+                with contextlib.suppress(Exception):
+                    listener.fail()
+            node.listeners.clear()
+            node.up = False
+            for name, _ in node.proxies.values():
+                if client is not None:
+                    with contextlib.suppress(HarnessError):
+                        client.delete_proxy(name)
+            node.proxies.clear()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        self.started = False
+
+    def __enter__(self) -> IcmCluster:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def bind(self, history: Any) -> None:
+        """Record into ``history`` from now on, starting with the layout and every current state
+        (each test's history then holds all its checkers need)."""
+        self.history = history
+        self._record_layout()
+
+    def reset(self) -> None:
+        """Back to the start: every server up with default settings, no mark, no session (recorded)."""
+        with self._lock:
+            for node in self._nodes.values():
+                if not node.up:
+                    self.start_server(node.name)
+                node.settings = ServerSettings()
+                node.cookies.clear()
+                self._emit("icm.server.state", server=node.name, **node.settings.to_dict(),
+                           availability=node.settings.index())
+            for (server, db) in list(self._marks):
+                self.mark(server, db, None)
+
+    def _record_layout(self) -> None:
+        self._emit("icm.cluster.up", servers=[
+            {"name": n.name, "databases": list(n.databases),
+             "ports": {s: {"proxy": n.proxies[s][0], "listen": n.proxies[s][1], "server": f"127.0.0.1:{n.ports[s]}"}
+                       for s in SCHEMES if s in n.proxies}} for n in self._nodes.values()],
+            order=self.servers)
+        for node in self._nodes.values():
+            self._emit("icm.server.state", server=node.name, **node.settings.to_dict(),
+                       availability=node.settings.index())
+            if not node.up:
+                self._emit("icm.server.down", server=node.name)
+        for (server, db), mark in sorted(self._marks.items()):
+            self._emit("icm.replica.mark", server=server, database=db, mark=mark, source="harness")
+
+    def _emit(self, type_: str, **fields: Any) -> None:
+        if self.history is not None:
+            self.history.record(type_, **fields)
+        if type_ in ("icm.server.state", "icm.replica.mark", "icm.server.down", "icm.server.up"):
+            for watcher in list(self._watchers):
+                watcher(type_, fields)
+
+    def watch(self, callback: Any) -> Any:
+        """Call ``callback(event_type, fields)`` on every later state change (a router adapter that
+        translates the cluster's settings into its own configuration); returns the function that stops it."""
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
+
+    # ------------------------------------------------------------------------- controls
+    def set_server(self, server: str, **settings: int) -> ServerSettings:
+        """Change ``sessions``, ``capacity``, ``availability_threshold``, ``max_users`` or ``restricted``
+        of ``server`` (ICM-2), recorded as ``icm.server.state``."""
+        limits = {"sessions": (0, 10**6), "capacity": (1, 10**6), "availability_threshold": (0, 100),
+                  "max_users": (0, 10**6), "restricted": (0, 4)}
+        with self._lock:
+            node = self._node(server)
+            for key, value in settings.items():
+                if key not in limits:
+                    raise ConfigError(f"unknown ICM server setting {key!r}; use one of {', '.join(limits)}")
+                setattr(node.settings, key, _check_setting(key, value, *limits[key]))
+            self._emit("icm.server.state", server=server, **node.settings.to_dict(), availability=node.settings.index())
+            return self.settings(server)
+
+    def mark(self, server: str, database: str, mark: str | None, source: str = "harness") -> None:
+        """Mark ``server``'s replica of ``database`` *Out of Service* / *Pending Delete* (``None``: clear),
+        recorded as ``icm.replica.mark`` (ICM-1)."""
+        if mark is not None and mark not in MARKS:
+            raise ConfigError(f"replica mark must be one of {', '.join(MARKS)} or none, not {mark!r}")
+        with self._lock:
+            if database not in self._node(server).databases:
+                raise ConfigError(f"server {server} holds no replica of {database!r} (it holds "
+                                  f"{', '.join(self._node(server).databases)})")
+            if mark is None:
+                self._marks.pop((server, database), None)
+            else:
+                self._marks[(server, database)] = mark
+            if self.started:
+                self._write_directory_file()
+            self._emit("icm.replica.mark", server=server, database=database, mark=mark, source=source)
+
+    def kill_server(self, server: str) -> None:
+        """The server fails: both listeners stop and every open connection drops (ICM-7)."""
+        with self._lock:
+            node = self._node(server)
+            if not node.up:
+                raise InvalidOperation(f"ICM server {server} is already down")
+            for listener in node.listeners.values():
+                listener.fail()
+            node.listeners.clear()
+            node.up = False
+            node.cookies.clear()  # its sessions die with it
+            self._emit("icm.server.down", server=server)
+
+    def start_server(self, server: str) -> None:
+        """Start a failed server again on the same ports."""
+        with self._lock:
+            node = self._node(server)
+            if node.up:
+                raise InvalidOperation(f"ICM server {server} is already up")
+            for scheme in SCHEMES:
+                deadline = time.monotonic() + 5
+                while True:
+                    try:
+                        self._listen(node, scheme, node.ports[scheme])
+                        break
+                    except OSError as exc:
+                        if time.monotonic() > deadline:
+                            raise TopologyError(f"ICM server {server} could not listen on its {scheme} port "
+                                                f"{node.ports[scheme]} again: {exc}") from exc
+                        time.sleep(0.05)
+            node.up = True
+            self._emit("icm.server.up", server=server)
+
+    # ------------------------------------------------------------------------- directory file
+    @property
+    def directory_path(self) -> Path:
+        """``<run>/icm-directory.json``: the replica marks, editable by ``fault mark-state``."""
+        return Path(self.topology.path) / DIRECTORY_FILE
+
+    def _write_directory_file(self) -> None:
+        self._dir_version += 1
+        data = {"version": self._dir_version, "servers": self.servers,
+                "replicas": {f"{s}/{db}": self._marks.get((s, db))
+                             for s in self._nodes for db in self._nodes[s].databases}}
+        with _locked(self.directory_path):
+            tmp = self.directory_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1))
+            tmp.replace(self.directory_path)
+
+    def _read_directory_file(self) -> None:
+        """Take marks another process wrote (``fault mark-state``) and record them (``source: cli``)."""
+        if not self.started:
+            return
+        try:
+            data = json.loads(self.directory_path.read_text())
+        except (OSError, ValueError):
+            return
+        if int(data.get("version", 0)) == self._dir_version:
+            return
+        with self._lock:
+            self._dir_version = int(data.get("version", 0))
+            for key, mark in (data.get("replicas") or {}).items():
+                server, _, db = key.partition("/")
+                if server in self._nodes and self._marks.get((server, db)) != mark:
+                    if mark is None:
+                        self._marks.pop((server, db), None)
+                    else:
+                        self._marks[(server, db)] = mark
+                    self._emit("icm.replica.mark", server=server, database=db, mark=mark, source="cli")
+
+    # ------------------------------------------------------------------------- serving
+    def _serve(self, req: _Handler, server: str, scheme: str) -> None:
+        path, _, query = req.path.partition("?")
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+        rid = req.headers.get("X-Request-Id")
+        if path == "/icm/ping":
+            self._emit("icm.ping", server=server, scheme=scheme, request_id=params.get("for"),
+                       by=req.headers.get("User-Agent", "")[:60])
+            req.reply(200, {"server": server, "scheme": scheme, "pong": True})
+            return
+        database = path.strip("/").split("/")[0]
+        node = self._node(server)
+        if database not in node.databases:
+            self._emit("icm.served", server=server, scheme=scheme, database=database, status=404, request_id=rid,
+                       user=None, auth="none")
+            req.reply(404, {"server": server, "error": f"no replica of {database!r} here"})
+            return
+        user, auth = self._authenticate(req, node)
+        if user is None:
+            self._emit("icm.served", server=server, scheme=scheme, database=database, status=401, request_id=rid,
+                       user=None, auth="challenge")
+            req.reply(401, {"server": server, "error": "authentication required"},
+                      {"WWW-Authenticate": f'Basic realm="{server}"'})
+            return
+        try:
+            with psycopg.connect(self.topology.principal.dsn(dbname=database_name(server, database), direct=True),
+                                 connect_timeout=5) as conn:
+                row = conn.execute("SELECT title, current_database() FROM documents WHERE id = 1").fetchone()
+        except psycopg.Error as exc:
+            self._emit("icm.served", server=server, scheme=scheme, database=database, status=500, request_id=rid,
+                       user=user, auth=auth, error=str(exc).strip()[:200])
+            req.reply(500, {"server": server, "error": "database error"})
+            return
+        headers: dict[str, str] = {}
+        if auth == "login":
+            cookie = secrets.token_hex(8)
+            with self._lock:
+                node.cookies[cookie] = user
+            headers["Set-Cookie"] = f"ICMSESSION_{server}={cookie}; Path=/"
+        self._emit("icm.served", server=server, scheme=scheme, database=database, status=200, request_id=rid,
+                   user=user, auth=auth, source_database=row[1])
+        req.reply(200, {"server": server, "database": database, "title": row[0], "source": row[1], "user": user},
+                  headers)
+
+    def _authenticate(self, req: _Handler, node: _Node) -> tuple[str | None, str]:
+        """(user, ``session`` | ``login``) or (None, ``challenge``)."""
+        for part in req.headers.get("Cookie", "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == f"ICMSESSION_{node.name}":
+                with self._lock:
+                    user = node.cookies.get(value)
+                if user is not None:
+                    return user, "session"
+        header = req.headers.get("Authorization", "")
+        if header.startswith("Basic "):
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                user, _, password = b64decode(header[6:]).decode().partition(":")
+                if user in self._passwords and secrets.compare_digest(password, self._passwords[user]):
+                    return user, "login"
+        return None, "challenge"
+
+
+def database_name(server: str, database: str) -> str:
+    """The PostgreSQL database holding ``server``'s replica of ``database``: ``icm_s1_mail``."""
+    return f"icm_{server}_{database.removesuffix('.nsf')}"
+
+
+def _scheme(scheme: str) -> str:
+    if scheme not in SCHEMES:
+        raise ConfigError(f"scheme must be http or https, not {scheme!r}")
+    return scheme
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Any:
+    with open(path.with_suffix(".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def mark_in_run(run_path: Path, server: str, database: str, mark: str | None) -> dict[str, Any]:
+    """``fault --run RUN mark-state``: mark a replica in the directory file of the ICM cluster of that
+    run (the cluster records it on its next directory read). ConfigError when the run has none."""
+    path = Path(run_path) / DIRECTORY_FILE
+    if not path.exists():
+        raise ConfigError(f"run {Path(run_path).name} has no ICM cluster (no {DIRECTORY_FILE}); mark-state needs "
+                          "a run whose ICM cluster is up (suites/icm)")
+    if mark is not None and mark not in MARKS:
+        raise ConfigError(f"replica mark must be one of {', '.join(MARKS)} or none, not {mark!r}")
+    with _locked(path):
+        data = json.loads(path.read_text())
+        key = f"{server}/{database}"
+        if key not in data.get("replicas", {}):
+            raise ConfigError(f"the ICM cluster of run {Path(run_path).name} has no replica {key}; replicas: "
+                              f"{', '.join(data.get('replicas', {}))}")
+        data["replicas"][key] = mark
+        data["version"] = int(data.get("version", 0)) + 1
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(path)
+    return {"fault": "mark-state", "server": server, "database": database, "mark": mark}
+
+
+class HistoryRelay:
+    """A stand-in history for a cluster (and its backing topology) that outlives one test: records go
+    to the history :meth:`bind` points it at (none: dropped), and the settlers the topology registers
+    (OBS-1: late fault-proxy events) are registered on that history too."""
+
+    def __init__(self) -> None:
+        self.target: Any = None
+        self._settlers: list[Any] = []
+        self._removers: list[Any] = []
+
+    def record(self, type: str, t: float | None = None, **fields: Any) -> Any:  # noqa: A002 - History's name
+        """Record into the bound history (if any)."""
+        target = self.target
+        return None if target is None else target.record(type, t=t, **fields)
+
+    def add_settler(self, settle: Any) -> Any:
+        """Keep ``settle`` for every history bound later; returns its remover."""
+        self._settlers.append(settle)
+        if self.target is not None:
+            self._removers.append(self.target.add_settler(settle))
+        return lambda: self._settlers.remove(settle) if settle in self._settlers else None
+
+    def bind(self, history: Any) -> None:
+        """Send records to ``history`` from now on (None: stop)."""
+        for remove in self._removers:
+            remove()
+        self._removers = []
+        self.target = history
+        if history is not None:
+            self._removers = [history.add_settler(s) for s in self._settlers]

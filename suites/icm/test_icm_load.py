@@ -1,0 +1,52 @@
+"""ICM-2 (availability), ICM-4 (exclusions), ICM-5 (least loaded): loads that make one server the
+lightest; a threshold crossed (BUSY), MaxUsers reached, Restricted set on the lightest server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from harness import Check, History
+from harness.clients.icm import IcmRouter
+from harness.rules.icm import check_icm_2, check_icm_4, check_icm_5
+from harness.topology.icm import IcmCluster
+from harness.workload.icm import IcmBrowser
+
+#: Requests per scheme after a change: as many as servers, so rotating among them cannot miss one.
+REPEAT = 3
+
+
+@pytest.mark.rule("ICM-5")
+def test_icm5_lightest_server_chosen(icm_cluster: IcmCluster, router: IcmRouter, browser: Callable[..., IcmBrowser],
+                                     history: History, check: Check) -> None:
+    """ICM-5: the loads move; each request goes to the server of the highest availability index."""
+    b = browser()
+    for loads in ((40, 10, 70), (5, 50, 60), (80, 90, 20)):
+        for server, sessions in zip(icm_cluster.servers, loads, strict=True):
+            icm_cluster.set_server(server, sessions=sessions)
+        for scheme in ("http", "https"):
+            b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
+    check(check_icm_5(history.events(), **history.meta["rule_params"]["ICM-5"]))
+
+
+@pytest.mark.rule("ICM-2", "ICM-4")
+@pytest.mark.parametrize("state", ["BUSY", "MAXUSERS", "RESTRICTED"])
+def test_icm4_lightest_server_excluded(icm_cluster: IcmCluster, router: IcmRouter,
+                                       browser: Callable[..., IcmBrowser], history: History, check: Check,
+                                       state: str) -> None:
+    """ICM-2/ICM-4: the lightest server (s2) is BUSY (index 90 under threshold 95), MAXUSERS (10 of 10
+    users) or RESTRICTED (Server_Restricted=1): requests go to the next lightest available one."""
+    b = browser()
+    icm_cluster.set_server("s1", sessions=40)
+    icm_cluster.set_server("s3", sessions=60)
+    settings = {"BUSY": {"sessions": 10, "availability_threshold": 95},
+                "MAXUSERS": {"sessions": 10, "max_users": 10},
+                "RESTRICTED": {"sessions": 10, "restricted": 1}}[state]
+    b.open(router.url("https", "/mail.nsf"), "mail.nsf")  # s1 before the change (index 60 > 40)
+    icm_cluster.set_server("s2", **settings)
+    for scheme in ("http", "https"):
+        for _ in range(REPEAT):  # a router that ignores the state cannot avoid s2 by luck (round robin)
+            b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
+    events = history.events()
+    check([check_icm_2(events), check_icm_4(events)])

@@ -1,0 +1,285 @@
+"""ICM-1..7 checkers on synthetic histories that keep and that break each rule (hypothesis for loads)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.errors import ConfigError
+from harness.rules import registry
+from harness.rules.icm import (
+    check_icm_1,
+    check_icm_2,
+    check_icm_3,
+    check_icm_4,
+    check_icm_5,
+    check_icm_6,
+    check_icm_7,
+)
+from harness.topology.icm import availability_index
+from tests.support.icm_history import IcmHistory
+
+
+def test_every_icm_rule_is_registered() -> None:
+    assert [r for r in registry.all_rules() if r.startswith("ICM-")] == [f"ICM-{n}" for n in range(1, 8)]
+
+
+def test_no_cluster_layout_is_unknown() -> None:
+    from harness.history.core import History
+
+    assert all(c([]).valid == "unknown" for c in (check_icm_1, check_icm_3, check_icm_5, check_icm_7))
+    assert check_icm_1(History().events()).status == "unknown"
+
+
+def test_nothing_judged_is_unknown_not_a_pass() -> None:
+    h = IcmHistory()
+    assert check_icm_5(h.events()).status == "unknown"
+    h.open(chosen="s1")
+    assert check_icm_6(h.events()).status == "unknown"  # an available server: nothing for the last resort
+    assert check_icm_7(h.events()).status == "unknown"
+
+
+# ---------------------------------------------------------------------------------------- ICM-1
+def test_icm1_kept_and_broken_by_a_marked_replica() -> None:
+    h = IcmHistory()
+    h.mark("s1", "mail.nsf", "out-of-service")
+    h.open(chosen="s2")
+    assert check_icm_1(h.events()).valid is True
+    h.open(chosen="s1")
+    v = check_icm_1(h.events())
+    assert v.valid is False and "out-of-service" in v.observed and v.evidence
+    h.mark("s1", "mail.nsf", None)
+    h2 = IcmHistory()
+    h2.mark("s2", "mail.nsf", "pending-delete")
+    h2.open(chosen="s2")
+    assert "pending-delete" in check_icm_1(h2.events()).observed
+
+
+def test_icm1_broken_by_a_server_without_the_replica() -> None:
+    h = IcmHistory()
+    h.open("crm.nsf", chosen="s3")  # crm.nsf is on s1 and s2
+    v = check_icm_1(h.events())
+    assert v.valid is False and "holds no replica" in v.observed
+
+
+def test_icm1_every_replica_marked_needs_an_error() -> None:
+    h = IcmHistory()
+    h.mark("s1", "crm.nsf", "out-of-service")
+    h.mark("s2", "crm.nsf", "pending-delete")
+    h.open("crm.nsf", chosen=None)
+    assert check_icm_1(h.events()).valid is True
+    h.open("crm.nsf", chosen="s2", redirect=False)
+    assert check_icm_1(h.events()).valid is False
+
+
+# ---------------------------------------------------------------------------------------- ICM-2
+def test_icm2_behaviour_busy_server_treated_as_available() -> None:
+    h = IcmHistory()
+    h.state("s2", sessions=10, availability_threshold=95)  # index 90 < 95: BUSY
+    h.state("s1", sessions=40)
+    h.open(chosen="s1")
+    assert check_icm_2(h.events()).valid is True
+    h.open(chosen="s2", redirect=False)
+    v = check_icm_2(h.events())
+    assert v.valid is False and "BUSY" in v.observed
+
+
+def test_icm2_reported_states_must_match_the_thresholds() -> None:
+    h = IcmHistory()
+    h.state("s2", sessions=10, max_users=10)
+    good = [{"server": "s1", "index": 100, "states": []}, {"server": "s2", "index": 90, "states": ["MAXUSERS"]},
+            {"server": "s3", "index": 100, "states": []}]
+    h.open(chosen="s1", decision=good)
+    assert check_icm_2(h.events()).valid is True
+    bad = [dict(good[0]), {"server": "s2", "index": 90, "states": []}, dict(good[2])]
+    h.open(chosen="s1", decision=bad)
+    assert check_icm_2(h.events()).valid is False
+
+
+# ---------------------------------------------------------------------------------------- ICM-3
+def test_icm3_kept_when_the_chosen_port_was_pinged() -> None:
+    h = IcmHistory()
+    h.open(chosen="s1", scheme="http")
+    assert check_icm_3(h.events()).valid is True
+
+
+def test_icm3_broken_without_a_ping() -> None:
+    h = IcmHistory()
+    h.rec("conn.accepted", proxy="p-s9-http", conn_id=0, client="x")  # conn events exist in this history
+    h.open(chosen="s1", probe=[], redirect=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and "no ping" in v.observed
+
+
+def test_icm3_broken_when_only_the_other_scheme_was_pinged() -> None:
+    h = IcmHistory()
+    h.open(chosen="s1", scheme="https", probe_scheme="http")
+    v = check_icm_3(h.events())
+    assert v.valid is False and "only its http port" in v.observed
+
+
+def test_icm3_broken_by_a_cut_port_and_kept_on_the_other_scheme() -> None:
+    h = IcmHistory()
+    fid = h.cut("s1:http")
+    h.open(chosen="s1", scheme="https")
+    assert check_icm_3(h.events()).valid is True
+    h.open(chosen="s1", scheme="http")
+    v = check_icm_3(h.events())
+    assert v.valid is False and "http port cut off" in v.observed
+    h.heal(fid, "s1:http")
+    h2 = IcmHistory()
+    h2.down("s2")
+    h2.open(chosen="s2")
+    assert "down" in check_icm_3(h2.events()).observed
+
+
+def test_icm3_probe_window_is_a_parameter() -> None:
+    h = IcmHistory()
+    h.open(chosen="s1", probe=["s1"])  # pinged in this request
+    h.t += 30
+    h.open(chosen="s1", probe=[], redirect=False)
+    assert check_icm_3(h.events(), probe_window=5.0).valid is False
+    assert check_icm_3(h.events(), probe_window=60.0).valid is True
+
+
+def test_icm3_without_fault_proxy_events_is_unknown() -> None:
+    h = IcmHistory()
+    h.open(chosen="s1", probe=[], redirect=False)
+    assert check_icm_3(h.events()).status == "unknown"
+
+
+# ---------------------------------------------------------------------------------------- ICM-4
+@pytest.mark.parametrize("settings_", [{"restricted": 1}, {"sessions": 5, "max_users": 5},
+                                       {"sessions": 5, "availability_threshold": 99}])
+def test_icm4_excluded_states(settings_: dict[str, int]) -> None:
+    h = IcmHistory()
+    h.state("s1", **settings_)
+    h.open(chosen="s2")
+    assert check_icm_4(h.events()).valid is True
+    h.open(chosen="s1")
+    assert check_icm_4(h.events()).valid is False
+
+
+def test_icm4_unreachable_never_chosen() -> None:
+    h = IcmHistory()
+    h.cut("s2:https")
+    h.open(chosen="s2")
+    v = check_icm_4(h.events())
+    assert v.valid is False and "unreachable" in v.observed
+
+
+# ---------------------------------------------------------------------------------------- ICM-5
+def test_icm5_tie_break_is_explicit() -> None:
+    h = IcmHistory()
+    h.state("s3", sessions=50)
+    h.open(chosen="s2")  # s1 and s2 both 100
+    assert check_icm_5(h.events(), tie_break="any").valid is True
+    assert check_icm_5(h.events(), tie_break="last").valid is True
+    assert check_icm_5(h.events(), tie_break="first").valid is False
+    with pytest.raises(ConfigError):
+        check_icm_5(h.events(), tie_break="random")
+    with pytest.raises(ConfigError):
+        registry.check("ICM-5", h.events(), tie_break=3)
+
+
+loads = st.lists(st.integers(min_value=0, max_value=100), min_size=3, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(loads=loads, pick=st.integers(min_value=0, max_value=2))
+def test_icm5_lightest_by_availability_index(loads: list[int], pick: int) -> None:
+    h = IcmHistory()
+    for server, sessions in zip(("s1", "s2", "s3"), loads, strict=True):
+        h.state(server, sessions=sessions)
+    indices = [availability_index(s, 100) for s in loads]
+    chosen = f"s{pick + 1}"
+    h.open(chosen=chosen)
+    v = check_icm_5(h.events())
+    assert v.valid is (indices[pick] == max(indices))
+
+
+# ---------------------------------------------------------------------------------------- ICM-6
+def _all_in_a_state(h: IcmHistory) -> None:
+    h.state("s1", sessions=30, availability_threshold=80)  # BUSY, index 70
+    h.state("s2", sessions=20, max_users=20)  # MAXUSERS, index 80
+    h.state("s3", sessions=50, restricted=2)  # RESTRICTED, index 50
+
+
+def test_icm6_last_resort_lightest() -> None:
+    h = IcmHistory()
+    _all_in_a_state(h)
+    h.open(chosen="s2")
+    assert check_icm_6(h.events()).valid is True
+    h.open(chosen="s1")
+    assert check_icm_6(h.events()).valid is False
+
+
+def test_icm6_error_while_a_last_resort_answers_is_a_violation() -> None:
+    h = IcmHistory()
+    _all_in_a_state(h)
+    h.open(chosen=None)
+    v = check_icm_6(h.events())
+    assert v.valid is False and "last resort" in v.observed
+
+
+def test_icm6_never_an_unreachable_one() -> None:
+    h = IcmHistory()
+    for s in ("s1", "s2", "s3"):
+        h.cut(f"{s}:https")
+    h.open(chosen=None)
+    assert check_icm_6(h.events()).valid is True
+    h.open(chosen="s3", served=False)
+    v = check_icm_6(h.events())
+    assert v.valid is False and "every one unreachable" in v.observed
+
+
+# ---------------------------------------------------------------------------------------- ICM-7
+def _connected(h: IcmHistory) -> None:
+    h.open(chosen="s1", process="alice")  # login at s1
+    h.open(chosen="s2", process="alice")  # login at s2: alice is on s2
+    h.open(chosen="s2", process="bob")
+    h.down("s2")
+
+
+def test_icm7_kept_error_then_icm_then_login_only_where_needed() -> None:
+    h = IcmHistory()
+    _connected(h)
+    h.open(chosen=None, process="alice", target="bookmark")
+    h.open(chosen="s1", process="alice", auth="session")
+    h.open(chosen=None, process="bob", target="bookmark")
+    h.open(chosen="s1", process="bob", auth="login")
+    assert check_icm_7(h.events()).valid is True
+
+
+def test_icm7_broken_by_transparent_failover() -> None:
+    h = IcmHistory()
+    _connected(h)
+    h.open(chosen="s1", process="alice", target="bookmark", redirect=False, auth="session")
+    v = check_icm_7(h.events())
+    assert v.valid is False and "transparent failover" in v.observed
+
+
+def test_icm7_broken_without_a_login_at_a_new_server() -> None:
+    h = IcmHistory()
+    _connected(h)
+    h.open(chosen=None, process="bob", target="bookmark")
+    h.open(chosen="s3", process="bob", auth="session")
+    assert check_icm_7(h.events()).valid is False
+
+
+def test_icm7_broken_by_a_second_login_where_the_user_had_one() -> None:
+    h = IcmHistory()
+    _connected(h)
+    h.open(chosen=None, process="alice", target="bookmark")
+    h.open(chosen="s1", process="alice", auth="login")
+    v = check_icm_7(h.events())
+    assert v.valid is False and "already authenticated" in v.observed
+
+
+def test_icm7_restarted_server_may_serve_the_bookmark() -> None:
+    h = IcmHistory()
+    _connected(h)
+    h.up("s2")
+    h.open(chosen="s2", process="alice", target="bookmark", redirect=False, auth="login")
+    assert check_icm_7(h.events()).valid is True
