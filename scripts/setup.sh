@@ -15,6 +15,7 @@ declare -A NEED=(
   [/usr/sbin/mariadbd]=mariadb-server
   [/usr/bin/mariadb-backup]=mariadb-backup
   [/usr/bin/sysbench]=sysbench
+  [/usr/sbin/pgpool]=pgpool2
   [java]=default-jre-headless
   [javac]=default-jdk-headless
   [/usr/share/java/postgresql.jar]=libpostgresql-jdbc-java

@@ -601,7 +601,7 @@ def test_cli_persistent_proxy(servers: tuple[LocalServer, LocalServer]) -> None:
         assert _http((ahost, int(aport)), "/status")["counters"]["sessions_opened"] == 1
     finally:
         proc.terminate()
-        assert proc.wait(10) == 0
+        assert proc.wait(30) == 0  # generous: interpreter shutdown under load
 
 
 def test_cli_rejects_bad_address() -> None:

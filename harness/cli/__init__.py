@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "harness.cli.report_cmds",
     "harness.cli.run_cmds",
     "harness.cli.persistent_cmds",
+    "harness.cli.attach_cmds",
     "harness.cli.matrix_cmds",
 ]
 

@@ -18,9 +18,11 @@ import signal
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 from harness.paths import harness_home
+from harness.persistproxy.loop import loop_kind, new_loop
 
 PASSWORD_ENV = "PGPASSWORD"
 
@@ -43,9 +45,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         f"The password of --user is read from ${PASSWORD_ENV} or --password-file, never from the command line.")
     p.add_argument("--listen", default="127.0.0.1:0",
                    help="HOST:PORT to accept clients on (default %(default)s)")
-    p.add_argument("--backend", action="append", required=True, metavar="HOST:PORT",
-                   help="candidate server; repeat for a pair (the principal is the one not in recovery)")
-    p.add_argument("--user", required=True, help="role the proxy logs in with on the principal")
+    p.add_argument("--run", default=None, metavar="ID",
+                   help="front run ID: its nodes are the back end (the principal read from the run state), "
+                   "its test login the credentials, an admin API on 127.0.0.1:0; registered in the run so that "
+                   "'fault --run ID switchover' drains and resumes it and 'down' stops it")
+    p.add_argument("--via", choices=["server", "client"], default="server",
+                   help="with --run: reach the nodes at their server addresses (default) or through the fault proxy")
+    p.add_argument("--name", default=None, help="with --run: name in the run state (default reference-PORT)")
+    p.add_argument("--backend", action="append", default=None, metavar="HOST:PORT",
+                   help="candidate server; repeat for a pair (the principal is the one not in recovery); "
+                   "required without --run")
+    p.add_argument("--user", default=None, help="role the proxy logs in with on the principal (required without --run)")
     p.add_argument("--password", default=None, help=argparse.SUPPRESS)  # refused: see _password
     p.add_argument("--password-file", default=None, metavar="PATH",
                    help=f"file (mode 0600) holding the password of --user (default: ${PASSWORD_ENV}); "
@@ -127,8 +137,19 @@ def run(args: argparse.Namespace) -> int:
     from harness.persistproxy.admin import is_loopback
 
     listen = _address(args.listen, "--listen")
-    backends = [_address(b, "--backend") for b in args.backend]
+    run_backend = None
+    if args.run is not None:
+        from harness.cli.attach_cmds import RunBackend
+
+        run_backend = RunBackend(args.run, args.via)
+    elif not args.backend or not args.user:
+        raise ConfigError("give --backend HOST:PORT (repeatable) and --user, or --run ID to front a run of this "
+                          "machine")
+    backends = [_address(b, "--backend") for b in args.backend or []]
     allowed = [_address(a, "--allow-principal") for a in args.allow_principal]
+    if run_backend is not None:
+        allowed += [a for a in run_backend.addresses() if a not in allowed]
+        args.admin = args.admin or "127.0.0.1:0"
     admin = _address(args.admin, "--admin") if args.admin else None
     if admin and not is_loopback(admin[0]) and not args.admin_allow_remote:
         raise ConfigError(f"--admin {args.admin} is not a loopback address: bind it to 127.0.0.1:PORT, or add "
@@ -136,7 +157,14 @@ def run(args: argparse.Namespace) -> int:
     if args.drain_window < 0 or args.recovery_window < 0:
         raise ConfigError("--drain-window and --recovery-window must be >= 0")
     password = _password(args)
-    config = ProxyConfig(user=args.user, password=password, listen=listen, candidates=backends,
+    user = args.user
+    if run_backend is not None:  # the run's test login unless told otherwise
+        creds = run_backend.credentials
+        user = user or creds.user
+        if password is None:
+            password = creds.password
+    config = ProxyConfig(user=user, password=password, listen=listen, candidates=backends,
+                         resolver=run_backend.principal if run_backend is not None and not backends else None,
                          allowed_principals=allowed, front_auth=args.front_auth, drain_window=args.drain_window,
                          recovery_window=args.recovery_window, database=args.probe_database,
                          max_message_size=args.max_message_size)
@@ -151,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"cannot listen on {args.listen}: {exc}") from exc
         admin_server = None
-        info: dict[str, str | None] = {"listen": f"{address[0]}:{address[1]}", "admin": None, "token_file": None}
+        info: dict[str, Any] = {"listen": f"{address[0]}:{address[1]}", "admin": None, "token_file": None}
         try:
             if admin and token_file is not None:
                 admin_server = AdminServer(proxy, *admin, allow_remote=args.admin_allow_remote)
@@ -168,18 +196,37 @@ def run(args: argparse.Namespace) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM):  # before the ready line: a SIGTERM right after it stops cleanly
                 with contextlib.suppress(NotImplementedError):
                     loop.add_signal_handler(sig, stop.set)
+            if run_backend is not None:
+                from harness.topology.state import EndpointRecord
+
+                name = args.name or f"reference-{address[1]}"
+                record = EndpointRecord(name=name, kind="reference", listen=info["listen"] or "",
+                                        dsn=run_backend.dsn(address), pid=os.getpid(), admin=info["admin"],
+                                        token_file=info["token_file"], backend=args.via)
+                run_backend.attach(record)
+                attached.append(record)
+                info.update({"run": args.run, "name": name, "backend": args.via, "dsn": record.dsn})
+                where = run_backend.describe_backend()
+            else:
+                where = "candidates " + ", ".join(f"{h}:{p}" for h, p in backends)
             print(json.dumps(info), flush=True)
+            print(f"persistent-proxy: listening on {info['listen']} ({loop_kind()} loop); back end: {where}",
+                  file=sys.stderr, flush=True)
             await stop.wait()
         finally:
+            for record in attached:
+                run_backend.detach(record)  # type: ignore[union-attr]
             if admin_server is not None:
                 await admin_server.stop()
             await proxy.stop()
 
     written: list[Path] = []
+    attached: list[Any] = []
     # warnings (e.g. an exposed admin API) and unexpected errors of the proxy go to stderr
     logging.basicConfig(level=logging.WARNING, format="persistent-proxy: %(message)s")
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=new_loop) as runner:  # uvloop when installed
+            runner.run(main())
     finally:
         for path in written:
             with contextlib.suppress(OSError):

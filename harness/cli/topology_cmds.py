@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from harness.cli.attach_cmds import coordinate_run, endpoints_of, repoint_run
 from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.errors import ConfigError
 from harness.faults import Faults
@@ -82,10 +83,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     topo = LocalTopology.attach(args.run)
     desc = topo.describe()
     topo.check_processes(desc)  # each process checked: 'dead' for one that is gone, never a stale 'running'
+    desc["persistent_proxies"] = [e.public() for e in endpoints_of(topo)]  # no token, no password
     if args.json:
         print(json.dumps(desc))
         return 0
     _print_human(desc)
+    for e in desc["persistent_proxies"]:
+        print(f"  {e['name']:16} {e['kind']:22} listen {e['listen']:22} admin {e['admin'] or '-':22} {e['dsn']}")
     print("  processes:")
     for p in desc["processes"]:
         pid = f"pid {p['pid']}" if p["pid"] else "-"
@@ -107,7 +111,12 @@ def cmd_fault(args: argparse.Namespace) -> int:
     topo = LocalTopology.attach(args.run)
     action = args.action
     if action in ROLE_ACTIONS:
-        result = getattr(Faults(topo), action)(args.node).result
+        faults = Faults(topo)
+        if action == "switchover":  # PER-1/PER-4: drain and resume every attached client
+            coordinate_run(faults, topo)
+        result = getattr(faults, action)(args.node).result
+        if action == "failover":  # unplanned: nothing to drain; re-point every attached client
+            repoint_run(topo)
     elif action in NODE_ACTIONS:
         if not args.node:
             raise ConfigError(f"'fault {action}' needs a node name, e.g. 'fault --run {args.run} {action} n1'")

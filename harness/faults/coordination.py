@@ -75,6 +75,9 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+json_safe = _json_safe  # what coordination events carry of a hook's result (also for remove_node)
+
+
 def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Callable[[], Any],
                     new_address: Callable[[], Address], record: Recorder | None = None,
                     fault_id: Any = None) -> Any:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError, InvalidOperation
-from harness.faults.coordination import SwitchoverCoordinator, check_coordinator, run_coordinated
+from harness.faults.coordination import SwitchoverCoordinator, check_coordinator, json_safe, run_coordinated
 from harness.topology import OperationResult, ProxiedLinks, Topology
 
 #: What a scoped fault returns: a context manager, or the same fault scheduled in the background.
@@ -430,6 +430,22 @@ class Faults:
         role operation, recorded like the others."""
         with self._role_op("rejoin", node) as result:
             return Completed(result)
+
+    def remove_node(self, node: str) -> Completed:
+        """Remove a read-only node (PER-9, PER-10): every coordinator that has
+        ``before_remove_node(address)`` is told first (it routes new work away, lets running queries
+        finish within its window, moves or closes the sessions there; ``coord.*`` events), then the
+        node is stopped. An instant operation recorded as fault ``remove_node``."""
+        if self.topology.node(node).role == "principal":
+            raise ConfigError(f"remove_node: {node} is the principal; remove a read-only node (a standby)")
+        with self._recorded("remove_node", node, {}) as fid:
+            address = tuple(self.topology.node(node).client_address)
+            for client in [c for c in self._coordinators if hasattr(c, "before_remove_node")]:
+                name = getattr(client, "name", type(client).__name__)
+                self._record("coord.before", fault_id=fid, client=name)
+                result = client.before_remove_node(address)
+                self._record("coord.before_done", fault_id=fid, client=name, result=json_safe(result))
+            return Completed(self.topology.stop(node))
 
     def coordinate(self, client: Any) -> Callable[[], None]:
         """Tell ``client`` (a :class:`harness.faults.coordination.SwitchoverCoordinator`) about every

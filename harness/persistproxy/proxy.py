@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import secrets
@@ -50,6 +51,12 @@ _CHUNK = 256 << 10
 _MIN_MESSAGE_SIZE = 64 << 10
 _MAX_AUTH_MESSAGE = 65535  # PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH
 _FALSE = ("0", "false", "off", "no")
+
+# PER-10 endpoint kinds: the default listener is the cluster endpoint (the principal); custom
+# endpoints route to read-only nodes, balanced by active requests (a session on a removed node moves
+# to another one, kept) or by connections (a session on a removed node is disconnected).
+CLUSTER = "cluster"
+READONLY_ENDPOINTS = ("custom-active", "custom-connection")
 
 # SQLSTATEs used when the proxy closes a session
 ADMIN_SHUTDOWN = "57P01"
@@ -102,6 +109,9 @@ class ProxyConfig:
     auto_resume: bool = False
     max_message_size: int = pq.DEFAULT_MAX_MESSAGE_SIZE
     allowed_principals: Sequence[Address] = ()
+    readonly_resolver: Callable[[], Any] | None = None  # PER-9: the read-only nodes' addresses now
+    endpoints: Sequence[tuple[str, Address]] = ()  # PER-10: extra listeners (kind, address)
+    removal_window: float = 60.0  # PER-9: how long a query running on a removed node may take
 
     def __post_init__(self) -> None:
         if self.front_auth not in ("scram", "password", "trust"):
@@ -112,6 +122,11 @@ class ProxyConfig:
                 or not _MIN_MESSAGE_SIZE <= self.max_message_size <= pq.MAX_MESSAGE_LEN):
             raise ConfigError(f"max_message_size must be an integer number of bytes from {_MIN_MESSAGE_SIZE} "
                               f"to {pq.MAX_MESSAGE_LEN} (1 GiB), not {self.max_message_size!r}")
+        for kind, _ in self.endpoints:
+            if kind not in READONLY_ENDPOINTS:
+                raise ConfigError(f"endpoint kind must be one of {', '.join(READONLY_ENDPOINTS)}, not {kind!r}")
+        if self.endpoints and self.readonly_resolver is None:
+            raise ConfigError("read-only endpoints need a readonly_resolver (the read-only nodes' addresses)")
         if self.front_users is None:
             self.front_users = {self.user: self.password or ""}
 
@@ -124,9 +139,10 @@ class Session:
     """One front connection and its current back connection (PER-1 two layers)."""
 
     def __init__(self, proxy: PersistentProxy, sid: int, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, endpoint: str = CLUSTER) -> None:
         self.proxy = proxy
         self.id = sid
+        self.endpoint = endpoint
         self.fr = reader
         self.fw = writer
         self.fbuf = bytearray()
@@ -347,7 +363,7 @@ class Session:
         last: Exception | None = None
         while True:
             try:
-                target = address or await self.proxy.resolve()
+                target = address or await self.proxy.resolve_for(self)
                 back = await connect_backend(target, cfg.user, cfg.password, self.state.startup,
                                              cfg.connect_timeout)
                 break
@@ -513,6 +529,17 @@ class Session:
                         f"persistent connection not kept across failover: {reason} ({rule})",
                         rule=rule, reason=reason, detail=f"back connection lost: {server_error}")
 
+    def detach_back(self) -> None:
+        """Drop the back connection of an idle session on purpose (no failover handling, PER-9): the
+        next attach picks a node again."""
+        self.detached = True
+        if self.back_task is not None:
+            self.back_task.cancel()
+        if self.back is not None:
+            self.back.close()
+            self.back = None
+        self.lost_at = time.monotonic()
+
     async def _reattach_now(self) -> None:
         """Unplanned failover, eager mode: re-attach at once (retrying for the recovery window),
         so that an idle client is closed with PER-3 at the end of the window, not at its next use."""
@@ -656,6 +683,10 @@ class PersistentProxy:
         self.address: Address | None = None
         self._principal: Address | None = None
         self._lock: asyncio.Lock | None = None
+        self._extra_servers: list[asyncio.AbstractServer] = []
+        #: the read-only endpoints' bound addresses, ``[(kind, (host, port))]`` (PER-10)
+        self.endpoint_addresses: list[tuple[str, Address]] = []
+        self._removed: set[Address] = set()  # read-only nodes removed (PER-9): never picked again
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Address:
@@ -666,12 +697,19 @@ class PersistentProxy:
         self._server = await asyncio.start_server(self._accept, *self.config.listen, backlog=512)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
+        for kind, listen in self.config.endpoints:
+            server = await asyncio.start_server(functools.partial(self._accept, endpoint=kind), *listen, backlog=512)
+            self._extra_servers.append(server)
+            bound = server.sockets[0].getsockname()
+            self.endpoint_addresses.append((kind, (bound[0], bound[1])))
         return self.address
 
     async def stop(self) -> None:
         """Stop listening and close every session."""
         if self._server is not None:
             self._server.close()
+        for server in self._extra_servers:
+            server.close()
         for s in list(self.sessions.values()):
             s._teardown()
         if self._recovery_task is not None:
@@ -683,10 +721,11 @@ class PersistentProxy:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      endpoint: str = CLUSTER) -> None:
         sid = self._next_id
         self._next_id += 1
-        session = Session(self, sid, reader, writer)
+        session = Session(self, sid, reader, writer, endpoint)
         self.sessions[sid] = session
         self.counters["sessions"] += 1
         await session.run()
@@ -750,6 +789,81 @@ class PersistentProxy:
                                              cfg.connect_timeout)
         self._principal = address
         return address
+
+    async def resolve_for(self, session: Session) -> Address:
+        """Where ``session`` goes: the principal for the cluster endpoint (PER-1), else the read-only
+        node with the fewest sessions attached that has not been removed (PER-9, PER-10)."""
+        if session.endpoint == CLUSTER:
+            return await self.resolve()
+        return await self.pick_readonly(exclude=session)
+
+    async def readonly_nodes(self) -> list[Address]:
+        """The read-only nodes now (``readonly_resolver``), without the removed ones (PER-9)."""
+        resolver = self.config.readonly_resolver
+        if resolver is None:
+            raise BackendError("no read-only nodes configured (readonly_resolver)")
+        try:
+            result = resolver()
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            raise BackendError(f"readonly_resolver failed: {exc}") from exc
+        nodes = [(str(h), int(p)) for h, p in result]
+        return [a for a in nodes if a not in self._removed]
+
+    async def pick_readonly(self, exclude: Session | None = None) -> Address:
+        """The least-loaded read-only node (sessions attached to it), not removed (PER-9/PER-10)."""
+        nodes = await self.readonly_nodes()
+        if not nodes:
+            raise BackendError("no read-only node left to route to", CONNECTION_FAILURE)
+        load = Counter(s.back.address for s in self.sessions.values()
+                       if s is not exclude and s.back is not None and not s.closed)
+        return min(nodes, key=lambda a: (load[a], nodes.index(a)))
+
+    async def remove_node(self, address: Address, window: float | None = None) -> dict[str, Any]:
+        """Remove a read-only node (PER-9, PER-10): it is picked for nothing from now on; every session
+        attached to it is handled as soon as it is idle (a running query gets up to ``window``,
+        default ``removal_window`` = 60 s): through a ``custom-active`` (or cluster) endpoint it is
+        moved to another node with its state replayed (kept), through ``custom-connection`` it is
+        disconnected (57P01). A session still busy at the end of the window is closed (PER-9)."""
+        address = (str(address[0]), int(address[1]))
+        window = self.config.removal_window if window is None else float(window)
+        self._removed.add(address)
+        t0 = time.monotonic()
+        self._emit("persist.remove_start", address=f"{address[0]}:{address[1]}", window=window)
+        waiting = [s for s in self.sessions.values()
+                   if s.ready and not s.closed and s.back is not None and s.back.address == address]
+        moved: list[int] = []
+        closed: list[dict[str, Any]] = []
+        while waiting:
+            still = []
+            for s in waiting:
+                if s.closed or s.back is None or s.back.address != address:
+                    continue
+                assert s.state is not None
+                if not s.state.is_idle() and time.monotonic() - t0 < window:
+                    still.append(s)
+                    continue
+                if not s.state.is_idle():
+                    reason, rule = "query still running on a removed read-only node", "PER-9"
+                elif s.endpoint == "custom-connection":
+                    reason, rule = "its read-only node was removed (connection-based endpoint)", "PER-10"
+                else:
+                    s.detach_back()
+                    s.reattach_task = asyncio.create_task(s._reattach_now())
+                    moved.append(s.id)
+                    self._emit("persist.moved", session=s.id, endpoint=s.endpoint)
+                    continue
+                await s.fail(ADMIN_SHUTDOWN, f"persistent connection closed: {reason} ({rule})", rule=rule,
+                             reason=reason)
+                closed.append({"session": s.id, "reason": reason, "rule": rule})
+            waiting = still
+            if waiting:
+                await asyncio.sleep(0.005)
+        seconds = time.monotonic() - t0
+        self._emit("persist.remove_end", address=f"{address[0]}:{address[1]}", moved=len(moved),
+                   closed=len(closed), seconds=seconds)
+        return {"moved": moved, "closed": closed, "seconds": seconds}
 
     def allowed_principals(self) -> list[Address]:
         """The addresses an admin ``POST /resume`` may name: the configured ``candidates`` and
@@ -948,7 +1062,8 @@ class PersistentProxy:
                 await self._give_up(f"no principal within the recovery window: {last}")
                 return {"resumed": 0, "closed": list(self._kept), "principal": None, "error": str(last)}
             kept = [self.sessions[sid] for sid in list(self._kept) if sid in self.sessions]
-            results = await asyncio.gather(*(s.reattach(deadline, principal) for s in kept),
+            results = await asyncio.gather(*(s.reattach(deadline, principal if s.endpoint == CLUSTER else None)
+                                             for s in kept),
                                            return_exceptions=True)
             closed = []
             for s, res in zip(kept, results, strict=True):

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from .admin import AdminServer, new_token
 from .backend import Address
+from .loop import new_loop
 from .proxy import PersistentProxy, ProxyConfig
 
 T = TypeVar("T")
@@ -43,7 +44,7 @@ class ThreadedPersistentProxy:
         error: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            loop = new_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
@@ -82,6 +83,10 @@ class ThreadedPersistentProxy:
     def resume(self, address: Address | None = None) -> dict[str, Any]:
         """Blocking :meth:`PersistentProxy.resume` (PER-1, PER-2, PER-3)."""
         return self.call(lambda: self.proxy.resume(address))
+
+    def remove_node(self, address: Address, window: float | None = None) -> dict[str, Any]:
+        """Blocking :meth:`PersistentProxy.remove_node` (PER-9, PER-10)."""
+        return self.call(lambda: self.proxy.remove_node(address, window))
 
     def switchover(self, action: Callable[[], Any], timeout: float | None = None) -> dict[str, Any]:
         """``drain()``, ``action()`` in this thread (e.g. ``pair.switchover``), ``resume()``

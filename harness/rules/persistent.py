@@ -592,3 +592,243 @@ check_temp_tables_not_kept = register("PER-5", check_temp_tables_not_kept).check
 check_partial_result_not_kept = register("PER-6", check_partial_result_not_kept).checker
 check_open_transaction_not_kept = register("PER-7", check_open_transaction_not_kept).checker
 check_cursor_not_kept = register("PER-8", check_cursor_not_kept).checker
+
+
+# ----------------------------------------------------------------------------- PER-9 / PER-10
+#
+# Read-only nodes. Extra events (recorded by the suites, docs/persistent.md):
+#
+# | type | fields |
+# |---|---|
+# | ``fault.start`` / ``fault.end`` with ``fault="remove_node"`` | ``node`` (the read-only node removed), ``id`` |
+# | ``node.ports`` | ``ports``: node name -> server port (what ``inet_server_port()`` answers on it) |
+# | ``session.endpoint`` | ``process``, ``endpoint`` (one of PERSISTENT_ENDPOINTS + DISCONNECTED_ENDPOINTS) |
+#
+# An operation is *served by* a node when its ``op.ok`` value is that node's port (the read-only
+# workload asks ``SELECT inet_server_port()``: the network's view of where the query ran).
+
+PERSISTENT_ENDPOINTS = ("cluster", "custom-active")
+DISCONNECTED_ENDPOINTS = ("custom-connection", "direct")
+
+
+@dataclass
+class Removal:
+    """One read-only node removal seen in the history."""
+
+    node: str
+    start: Event
+    end: Event | None
+
+    @property
+    def t0(self) -> float:
+        return self.start.t
+
+    @property
+    def t1(self) -> float:
+        return self.end.t if self.end is not None else float("inf")
+
+
+def removals_of(events: list[Event]) -> list[Removal]:
+    """Every ``remove_node`` fault of the history, in order (PER-9, PER-10)."""
+    out: dict[Any, Removal] = {}
+    for e in sorted(events, key=lambda e: e.index):
+        if e.type == "fault.start" and e.get("fault") == "remove_node":
+            out[e.get("id")] = Removal(str(e.get("node")), e, None)
+        elif e.type == "fault.end" and e.get("fault") == "remove_node" and e.get("id") in out:
+            out[e.get("id")].end = e
+    return list(out.values())
+
+
+def _node_of_port(events: list[Event]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for e in events:
+        if e.type == "node.ports":
+            for name, port in (e.get("ports") or {}).items():
+                found[int(port)] = str(name)
+    return found
+
+
+def _served_by(op: Op, ports: dict[int, str]) -> str | None:
+    if not op.ok or op.done is None:
+        return None
+    value = op.done.get("value")
+    return ports.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class OnNode:
+    """A front connection attached to the removed node when the removal started."""
+
+    process: str
+    conn: Any
+    running: Op | None  # the request in flight at the start, if any
+    evidence: int
+
+
+def _on_node(view: View, ports: dict[int, str], r: Removal) -> list[OnNode]:
+    """Front connections whose last answer before the removal came from ``r.node``, with the request
+    they had in flight then (if any)."""
+    by_process: dict[str, list[Op]] = defaultdict(list)
+    for op in view.ops:
+        by_process[op.process].append(op)
+    out = []
+    for p, ops in by_process.items():
+        before = [op for op in ops if op.ok and op.t_end < r.t0]
+        if not before:
+            continue
+        last = before[-1]
+        if _served_by(last, ports) != r.node:
+            continue
+        running = next((op for op in ops if op.invoke.t < r.t0 <= op.t_end and op.conn == last.conn), None)
+        out.append(OnNode(p, last.conn, running, last.done.index if last.done is not None else last.invoke.index))
+    return out
+
+
+def _after(view: View, process: str, conn: Any, t: float) -> list[Op]:
+    return [op for op in view.by_conn.get((process, conn), []) if op.invoke.t >= t or op.t_end >= t]
+
+
+def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, tolerance: float = 1.0,
+                                routing_grace: float = 0.5) -> Verdict:
+    """PER-9: when a read-only node is removed, new connections and idle queries go elsewhere at once
+    (no operation invoked ``routing_grace`` s after the removal started is served by it); an idle
+    session on it is kept (its next operations succeed on the same front connection); a query
+    running on it gets up to ``window`` s: its connection is kept if it finishes in time, closed (no
+    later than ``window`` + ``tolerance``) if not."""
+    expected = (f"after a read-only node removal nothing new runs on it (grace {routing_grace} s); idle "
+                f"sessions on it kept; a running query kept if it ends within {window} s, else closed")
+    view = build_view(events)
+    removals = removals_of(events)
+    if not removals:
+        return Verdict("PER-9", UNKNOWN, expected=expected, observed="no read-only node removal in the history")
+    ports = _node_of_port(events)
+    if not ports:
+        return Verdict("PER-9", UNKNOWN, expected=expected,
+                       observed="no node.ports event: the node serving each query cannot be told")
+    # direct connections to a node are routed by nobody, connection-balanced ones are disconnected
+    # when their node goes: PER-10 judges both
+    direct = {e.get("process") for e in events
+              if e.type == "session.endpoint" and e.get("endpoint") in DISCONNECTED_ENDPOINTS}
+    bad: list[str] = []
+    evidence: list[int] = []
+    judged = good = 0
+    for r in removals:
+        for op in view.ops:  # routed away at once
+            if op.process in direct:
+                continue
+            if op.invoke.t >= r.t0 + routing_grace and _served_by(op, ports) == r.node:
+                judged += 1
+                bad.append(f"{op.process} op {op.invoke.get('op_id')} invoked {op.invoke.t - r.t0:.2f} s after the "
+                           f"removal ran on {r.node}")
+                evidence.append(op.done.index if op.done is not None else op.invoke.index)
+        for s in _on_node(view, ports, r):
+            if s.process in direct:
+                continue
+            later = [op for op in _after(view, s.process, s.conn, r.t0) if op is not s.running]
+            lost = next((op for op in ([s.running] if s.running else []) + later if op.lost), None)
+            used = next((op for op in later if op.ok and op.invoke.t >= r.t0), None)
+            running = s.running
+            in_time = running is not None and running.ok and running.t_end - r.t0 <= window
+            if running is None or in_time:
+                what = "idle" if running is None else f"query ending {running.t_end - r.t0:.2f} s in"
+                if lost is not None:
+                    judged += 1
+                    bad.append(f"{_fmt(s.process, s.conn)} ({what}) closed: {lost.done.get('error')}")  # type: ignore[union-attr]
+                    evidence.append(lost.done.index)  # type: ignore[union-attr]
+                elif used is not None:
+                    judged += 1
+                    good += 1
+                continue
+            # a query still running at the end of the window: the connection must be closed by then
+            deadline = r.t0 + window + tolerance
+            if lost is not None and lost.t_end <= deadline and not lost.done.get("timed_out"):  # type: ignore[union-attr]
+                judged += 1
+                good += 1
+            elif used is not None or (lost is not None and lost.t_end > deadline) or running.ok:
+                judged += 1
+                bad.append(f"{_fmt(s.process, s.conn)} query running past the {window} s window was not "
+                           "closed in time")
+                evidence.append(running.invoke.index)
+    details = {"judged": judged, "good": good, "bad": bad[:50], "removals": [r.node for r in removals]}
+    if judged == 0:
+        return Verdict("PER-9", UNKNOWN, expected=expected,
+                       observed="no session was on the removed node and nothing ran after the removal", details=details)
+    first = [r.start.index for r in removals]
+    if bad:
+        return Verdict("PER-9", False, expected=expected,
+                       observed=f"{len(bad)} of {judged} observation(s) wrong: " + "; ".join(bad[:3]),
+                       evidence=first + evidence[:30], details=details)
+    return Verdict("PER-9", True, expected=expected,
+                   observed=f"{good}/{judged} as required over {len(removals)} removal(s)", evidence=first,
+                   details=details)
+
+
+def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, window: float = 60.0) -> Verdict:
+    """PER-10: at a read-only node removal, an idle session through the default cluster endpoint or
+    a custom endpoint with active-request-based balancing (``cluster``, ``custom-active``) on that
+    node is kept; one through connection-based balancing or connected directly to the node
+    (``custom-connection``, ``direct``) is disconnected (an operation on it fails with the front
+    connection lost, within ``window`` + ``tolerance`` s)."""
+    expected = ("idle sessions on a removed read-only node: kept through cluster / custom-active endpoints, "
+                "disconnected through custom-connection endpoints and direct connections")
+    view = build_view(events)
+    removals = removals_of(events)
+    kinds = {e.get("process"): e.get("endpoint") for e in events if e.type == "session.endpoint"}
+    if not removals or not kinds:
+        return Verdict("PER-10", UNKNOWN, expected=expected,
+                       observed="no read-only node removal" if not removals else "no session.endpoint event")
+    ports = _node_of_port(events)
+    if not ports:
+        return Verdict("PER-10", UNKNOWN, expected=expected, observed="no node.ports event")
+    bad: list[str] = []
+    evidence: list[int] = []
+    judged = good = 0
+    per_kind: dict[str, int] = defaultdict(int)
+    for r in removals:
+        for s in _on_node(view, ports, r):
+            kind = kinds.get(s.process)
+            if kind not in PERSISTENT_ENDPOINTS + DISCONNECTED_ENDPOINTS or s.running is not None:
+                continue  # running queries are PER-9's
+            later = _after(view, s.process, s.conn, r.t0)
+            lost = next((op for op in later if op.lost), None)
+            used = next((op for op in later if op.ok), None)
+            if lost is None and used is None:
+                continue  # not used again: nothing observed
+            judged += 1
+            per_kind[kind] += 1
+            if kind in PERSISTENT_ENDPOINTS:
+                if lost is None:
+                    good += 1
+                else:
+                    bad.append(f"{_fmt(s.process, s.conn)} via {kind} endpoint closed: {lost.done.get('error')}")  # type: ignore[union-attr]
+                    evidence.append(lost.done.index)  # type: ignore[union-attr]
+                continue
+            # disconnected once the removal is over (it may serve until then): nothing succeeds on
+            # it later, and the loss shows within the window
+            kept_on = next((op for op in later if op.ok and op.invoke.t > r.t1 + tolerance), None)
+            if kept_on is None and lost is not None and lost.t_end <= r.t1 + window + tolerance:
+                good += 1
+            elif kept_on is not None or lost is not None:
+                how = "kept" if kept_on is not None else f"disconnected only {lost.t_end - r.t1:.2f} s"  # type: ignore[union-attr]
+                bad.append(f"{_fmt(s.process, s.conn)} via {kind} {how} after its node {r.node} was removed")
+                evidence.append(kept_on.done.index if kept_on is not None and kept_on.done is not None
+                                else s.evidence)
+            else:
+                judged -= 1  # neither used after the removal nor lost: nothing observed
+                per_kind[kind] -= 1
+    details = {"judged": judged, "good": good, "bad": bad[:50], "by_kind": dict(per_kind)}
+    if judged == 0:
+        return Verdict("PER-10", UNKNOWN, expected=expected,
+                       observed="no idle session on a removed node was used again", details=details)
+    first = [r.start.index for r in removals]
+    if bad:
+        return Verdict("PER-10", False, expected=expected,
+                       observed=f"{len(bad)} of {judged} session(s) wrong: " + "; ".join(bad[:3]),
+                       evidence=first + evidence[:30], details=details)
+    return Verdict("PER-10", True, expected=expected,
+                   observed=f"{good}/{judged} session(s) as required ({dict(per_kind)})", evidence=first,
+                   details=details)
+
+
+check_readonly_node_removal = register("PER-9", check_readonly_node_removal).checker
+check_endpoint_support = register("PER-10", check_endpoint_support).checker

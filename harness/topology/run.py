@@ -22,7 +22,7 @@ from harness.errors import ConfigError
 from harness.paths import runs_dir
 from harness.ports import release_port
 from harness.topology.process import kill_group, pid_alive, processes_mentioning, signal_pid
-from harness.topology.state import ProcessRecord, RunState
+from harness.topology.state import EndpointRecord, ProcessRecord, RunState
 
 STATE_FILE = "state.json"
 
@@ -92,6 +92,24 @@ def record_process(path: Path, name: str, pid: int, pgid: int | None = None, rem
         if not remove:
             state.processes.append(ProcessRecord(name, pid, pgid))
         save_state(path, state)
+
+
+def record_endpoint(path: Path, endpoint: EndpointRecord, remove: bool = False) -> None:
+    """Attach (or, with ``remove``, detach) a long-running client to the run: listed by ``status``,
+    coordinated by the run's ``fault switchover`` (PER-1/PER-4), its process stopped by ``down``."""
+    with locked(path):
+        state = load_state(path)
+        state.endpoints = [e for e in state.endpoints if e.name != endpoint.name]
+        state.processes = [p for p in state.processes if p.pid != endpoint.pid]
+        if not remove:
+            state.endpoints.append(endpoint)
+            state.processes.append(ProcessRecord(endpoint.name, endpoint.pid, None))
+        save_state(path, state)
+
+
+def live_endpoints(path: Path) -> list[EndpointRecord]:
+    """The run's attached clients whose process still runs (a killed one is skipped, not listed)."""
+    return [e for e in load_state(path).endpoints if pid_alive(e.pid)]
 
 
 def start_reaper(path: Path, owner_pid: int) -> int:

@@ -66,6 +66,30 @@ class ProcessRecord:
 
 
 @dataclass
+class EndpointRecord:
+    """A long-running client attached to the run (``persistent-proxy --run``, ``pgbouncer --run``):
+    where applications connect (``listen``, ``dsn`` without a password), its control address
+    (``admin``: the proxy's HTTP admin API or pgbouncer's console) and what the run's faults need to
+    coordinate it (``token_file``, ``dir``, ``mode``). ``pid`` is also in ``processes`` (``down``)."""
+
+    name: str
+    kind: str
+    listen: str
+    dsn: str
+    pid: int
+    admin: str | None = None
+    token_file: str | None = None
+    dir: str | None = None
+    mode: str | None = None
+    backend: str = "server"
+
+    def public(self) -> dict[str, Any]:
+        """The form ``status --json`` prints (no token, no password: issue 17)."""
+        return {"name": self.name, "kind": self.kind, "listen": self.listen, "admin": self.admin,
+                "dsn": self.dsn, "backend": self.backend, "pid": self.pid}
+
+
+@dataclass
 class RunState:
     """Everything ``down`` and another process need to know about a run."""
 
@@ -82,6 +106,7 @@ class RunState:
     ports: list[int] = field(default_factory=list)
     processes: list[ProcessRecord] = field(default_factory=list)
     nodes: list[NodeState] = field(default_factory=list)
+    endpoints: list[EndpointRecord] = field(default_factory=list)
 
     # ------------------------------------------------------------------------------ lookups
     def node(self, name: str) -> NodeState:
@@ -114,7 +139,8 @@ class RunState:
             return cls(**{**data,
                           "links": LinksState(**links),
                           "processes": [ProcessRecord(**p) for p in data.get("processes", [])],
-                          "nodes": [NodeState(**n) for n in data.get("nodes", [])]})
+                          "nodes": [NodeState(**n) for n in data.get("nodes", [])],
+                          "endpoints": [EndpointRecord(**e) for e in data.get("endpoints", [])]})
         except (TypeError, AttributeError) as exc:
             raise ConfigError(f"run state is not one this harness wrote ({exc}); remove the run with "
                               f"'failover-harness down --all'") from None

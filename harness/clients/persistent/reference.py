@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.clients.persistent.protocol import Address, ClientBase
+from harness.errors import ConfigError
 from harness.persistproxy import ProxyConfig, ThreadedPersistentProxy
+from harness.topology import postgres as pg
 
 
 class ReferenceClient(ClientBase):
@@ -23,6 +25,10 @@ class ReferenceClient(ClientBase):
         super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
                          password=options.pop("password", None))
         options.setdefault("allowed_principals", _node_addresses(pair))
+        if options.get("endpoints"):  # PER-9/10: read-only endpoints route to the standbys
+            options.setdefault("readonly_resolver", lambda: [tuple(n.client_address) for n in self.pair.standbys
+                                                             if n.state == "running"])
+            options.setdefault("removal_window", drain_window)
         self.config = ProxyConfig(user=self.user, password=self.password,
                                   resolver=lambda: self.pair.principal.client_address,
                                   on_event=history.record if history is not None else None,
@@ -53,6 +59,25 @@ class ReferenceClient(ClientBase):
     def after_switchover(self, new_principal_address: Address) -> Any:
         """PER-1/2/3: reconnect kept sessions to the new principal, replay state, release them."""
         return self.proxy.resume(tuple(new_principal_address))
+
+    def endpoint_address(self, kind: str) -> Address:
+        """Where the read-only endpoint ``kind`` listens (PER-10; ``cluster`` = :attr:`address`)."""
+        if kind == "cluster" and self.address is not None:
+            return self.address
+        for k, address in self.proxy.proxy.endpoint_addresses:
+            if k == kind:
+                return address
+        raise ConfigError(f"reference proxy has no {kind!r} endpoint; start it with endpoints=[({kind!r}, "
+                          "('127.0.0.1', 0))]")
+
+    def endpoint_dsn(self, kind: str, dbname: str = pg.APP_DATABASE) -> str:
+        """A connection string through endpoint ``kind`` (PER-10)."""
+        host, port = self.endpoint_address(kind)
+        return f"host={host} port={port} dbname={dbname} user={self.user} password={self.password}"
+
+    def before_remove_node(self, address: Address) -> Any:
+        """PER-9/10: route away from the read-only node at ``address``, move or close its sessions."""
+        return self.proxy.remove_node(tuple(address))
 
     def status(self) -> dict[str, Any]:
         """The proxy's status (sessions, counters)."""

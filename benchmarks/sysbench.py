@@ -1,0 +1,227 @@
+"""PER clients under sysbench (RULEBOOK PER-1's published measurement: sysbench, 20 tables x 10,000
+rows, 20 threads): Debian ``sysbench`` 1.0.20 with its ``pgsql`` driver, ``oltp_read_write``, through
+each PER client side by side in the same run on the same pair - direct, the reference persistent
+proxy, PgBouncer 1.18 in transaction and in session pooling, pgpool-II 4.3 when installed.
+
+Run: ``python benchmarks/sysbench.py`` (≈4-6 min; ``--seconds``, ``--switchovers``, ``--threads``,
+``--tables``, ``--table-size`` change it). Needs ``sysbench`` (``apt-get install -y sysbench``;
+scripts/setup.sh lists it).
+
+Per client ``--rounds`` steady runs (the clients take turns) and one run with switchovers, each
+``--seconds`` long:
+
+* *steady*: no fault; tps and 95th-percentile latency, each also as a ratio to direct;
+* *switchovers*: ``--switchovers`` planned switchovers spread over the run, coordinated with the
+  client when it coordinates (``faults.coordinate``: drain / resume, PAUSE / RESUME); tps, p95,
+  whether sysbench finished (it stops at the first error it cannot retry, e.g. a lost connection)
+  and the lowest 1-second tps seen (how deep the dip of a switchover is).
+
+sysbench's errors it retries by itself (deadlocks, 40P01) are ``ignored``; ``reconnects`` are its own.
+Prepared statements: sysbench's default (server-side, ``--db-ps-mode=auto``) for every client but
+PgBouncer in transaction pooling (1.18 cannot carry them across transactions: ``disable``).
+The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
+
+Targets (reference proxy): tps >= 0.8x direct, p95 <= 1.25x direct; with switchovers: sysbench finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.clients import persistent as adapters  # noqa: E402
+from harness.faults import Faults  # noqa: E402
+from harness.topology import Pair  # noqa: E402
+
+TARGET_TPS_RATIO = 0.8
+TARGET_P95_RATIO = 1.25
+SYSBENCH = shutil.which("sysbench") or "/usr/bin/sysbench"
+
+
+def _clients() -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", adapters.reference_client)]
+    if shutil.which("pgbouncer"):
+        out += [("pgbouncer-transaction", adapters.pgbouncer_transaction),
+                ("pgbouncer-session", adapters.pgbouncer_session)]
+    else:
+        print("pgbouncer not installed: its rows are skipped (apt-get install -y pgbouncer)")
+    pgpool = adapters.CLIENTS.get("pgpool")
+    if pgpool is not None and (shutil.which("pgpool") or Path("/usr/sbin/pgpool").exists()):
+        out.append(("pgpool", pgpool))
+    else:
+        print("pgpool-II not available: its row is skipped (apt-get install -y pgpool2)")
+    return out
+
+
+def _args(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str) -> list[str]:
+    return ["oltp_read_write", "--db-driver=pgsql", f"--pgsql-host={address[0]}", f"--pgsql-port={address[1]}",
+            f"--pgsql-user={creds.user}", f"--pgsql-db={creds.database}", f"--tables={opts.tables}",
+            f"--table-size={opts.table_size}", f"--db-ps-mode={ps_mode}"]
+
+
+def _env(creds: Any) -> dict[str, str]:
+    # the password reaches sysbench through libpq's password file, never its command line (issue 17)
+    return {**os.environ, "PGPASSFILE": creds.passfile}
+
+
+def _parse(out: str) -> dict[str, Any]:
+    def num(pattern: str) -> float:
+        m = re.search(pattern, out)
+        return float(m.group(1)) if m else float("nan")
+
+    intervals = [float(x) for x in re.findall(r"\] thds: \d+ tps: ([0-9.]+)", out)]
+    return {"tps": num(r"transactions:\s+\d+\s+\(([0-9.]+) per sec"),
+            "p95": num(r"95th percentile:\s+([0-9.]+)"),
+            "ignored": int(num(r"ignored errors:\s+(\d+)") if "ignored errors" in out else 0),
+            "reconnects": int(num(r"reconnects:\s+(\d+)") if "reconnects:" in out else 0),
+            "min_interval_tps": min(intervals) if intervals else float("nan")}
+
+
+def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str,
+         during: Any = None) -> dict[str, Any]:
+    cmd = [SYSBENCH, *_args(address, creds, opts, ps_mode), f"--threads={opts.threads}",
+           f"--time={opts.seconds:g}", "--report-interval=1", "--percentile=95", "run"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(creds))
+    marks: list[tuple[float, float]] = []
+    worker = None
+    if during is not None:
+        worker = threading.Thread(target=lambda: marks.extend(during()), daemon=True)
+        worker.start()
+    out, _ = proc.communicate(timeout=opts.seconds + 120)
+    if worker is not None:
+        worker.join(120)
+    result = _parse(out)
+    result["finished"] = proc.returncode == 0
+    result["switchovers"] = len(marks)
+    if proc.returncode != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
+        lines = [line.strip() for line in out.splitlines() if not line.startswith("[")]
+        fatal = [line for line in lines if line.startswith("FATAL:") and "thread_run" not in line] or \
+                [line for line in lines if "FATAL" in line or "error" in line.lower()] or lines[-1:] or ["?"]
+        result["error"] = fatal[0][:140]
+        intervals = [float(x) for x in re.findall(r"\] thds: \d+ tps: ([0-9.]+)", out)]
+        if result["tps"] != result["tps"] and intervals:  # no summary: the mean of the reports until it stopped
+            result["tps"] = sum(intervals) / len(intervals)
+    return result
+
+
+def _prepare(address: tuple[str, int], creds: Any, opts: argparse.Namespace) -> float:
+    t0 = time.monotonic()
+    for verb in ("cleanup", "prepare"):
+        subprocess.run([SYSBENCH, *_args(address, creds, opts, "auto"), f"--threads={min(opts.tables, 4)}", verb],
+                       check=verb == "prepare", capture_output=True, text=True, env=_env(creds), timeout=600)
+    return time.monotonic() - t0
+
+
+def _fmt(value: float, spec: str) -> str:
+    return "-" if value != value else format(value, spec)  # NaN -> "-"
+
+
+def main() -> int:
+    """Measure and print the table, the ratios and whether the targets are met."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each sysbench run (default 20)")
+    ap.add_argument("--rounds", type=int, default=2, help="steady rounds, clients taking turns (default 2)")
+    ap.add_argument("--switchovers", type=int, default=3, help="switchovers in the second run (default 3)")
+    ap.add_argument("--threads", type=int, default=20, help="sysbench threads (default 20)")
+    ap.add_argument("--tables", type=int, default=20, help="tables (default 20)")
+    ap.add_argument("--table-size", type=int, default=10_000, help="rows per table (default 10,000)")
+    ap.add_argument("--mode", choices=["sync", "async"], default="async")
+    opts = ap.parse_args()
+    if not Path(SYSBENCH).exists():
+        print("sysbench is not installed: apt-get install -y sysbench (scripts/setup.sh lists it)")
+        return 2
+    version = subprocess.run([SYSBENCH, "--version"], capture_output=True, text=True).stdout.strip()
+    started = time.monotonic()
+    rows: dict[str, dict[str, Any]] = {}
+    with Pair(mode=opts.mode, links="direct") as pair:
+        creds = pair.engine.credentials
+        prep = _prepare(pair.principal.server_address, creds, opts)
+        faults = Faults(pair)
+        factories = dict(_clients())
+        names = list(factories)
+        running = {name: adapters.open_client(factories[name], pair=pair, drain_window=10.0, recovery_window=30.0)
+                   for name in names}
+        ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
+        try:
+            # steady runs: the clients take turns, round after round (a shared machine's load weighs on
+            # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
+            steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+            for _ in range(opts.rounds):
+                for name in names:
+                    steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps[name]))  # type: ignore[arg-type]
+            # every coordinating client follows every switchover (idle ones too), so that none is left
+            # pointing at a former principal when its own turn comes
+            stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
+            for name in names:
+                client = running[name]
+                def switch(name: str = name) -> list[tuple[float, float]]:
+                    marks = []
+                    gap = max(1.0, (opts.seconds - 4.0) / max(1, opts.switchovers))
+                    time.sleep(2.0)
+                    for _ in range(opts.switchovers):
+                        t0 = time.monotonic()
+                        try:
+                            faults.switchover()
+                        except Exception as exc:  # report it in the row; the next client still runs
+                            print(f"{name}: switchover failed: {type(exc).__name__}: {exc}")
+                            break
+                        marks.append((t0, time.monotonic()))
+                        time.sleep(max(0.0, gap - (time.monotonic() - t0)))
+                    return marks
+
+                switched = _run(tuple(client.address), creds, opts, ps[name], during=switch)  # type: ignore[arg-type]
+                runs = steady_runs[name]
+                steady = {"tps": statistics.median(r["tps"] for r in runs),
+                          "p95": statistics.median(r["p95"] for r in runs),
+                          "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in
+                                                         zip(runs, steady_runs["direct"], strict=True)),
+                          "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in
+                                                         zip(runs, steady_runs["direct"], strict=True))}
+                rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps[name]}
+                print(f"  {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
+            for stop in stops:
+                stop()
+        finally:
+            for client in running.values():
+                client.stop()
+    d = rows["direct"]["steady"]
+    print(f"\n{version}, oltp_read_write, {opts.threads} threads, {opts.tables} x {opts.table_size} rows, "
+          f"{opts.seconds:g} s per run, {os.cpu_count()} cores, {opts.mode} pair, no fault proxy "
+          f"(prepare {prep:.1f} s)")
+    print(f"{'client':<22}{'ps':>8}{'tps':>8}{'x dir':>7}{'p95 ms':>9}{'x dir':>7}  |"
+          f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'finished':>10}{'ign':>5}  error")
+    for name, r in rows.items():
+        s, w = r["steady"], r["switched"]
+        print(f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps_ratio'], '.2f'):>7}"
+              f"{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |"
+              f"{_fmt(w['tps'], '.0f'):>8}{_fmt(w['tps'] / d['tps'], '.2f'):>7}{_fmt(w['p95'], '.1f'):>9}"
+              f"{_fmt(w['min_interval_tps'], '.0f'):>8}{('yes' if w['finished'] else 'NO'):>10}{w['ignored']:>5}  "
+              f"{w.get('error', '')}")
+    print(f"steady: median of {opts.rounds} rounds in which the clients took turns; "
+          "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
+          "min 1s = the lowest tps of a 1-second report interval; "
+          f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
+    ref = rows["reference"]
+    tps_ratio = ref["steady"]["tps_ratio"]
+    p95_ratio = ref["steady"]["p95_ratio"]
+    print(f"\nreference: tps {tps_ratio:.2f}x direct (target >= {TARGET_TPS_RATIO}: "
+          f"{'met' if tps_ratio >= TARGET_TPS_RATIO else 'NOT met'}), p95 {p95_ratio:.2f}x direct (target <= "
+          f"{TARGET_P95_RATIO}: {'met' if p95_ratio <= TARGET_P95_RATIO else 'NOT met'}); with switchovers sysbench "
+          f"{'finished' if ref['switched']['finished'] else 'did NOT finish'}")
+    print(f"total {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
