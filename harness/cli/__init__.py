@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "harness.cli.run_cmds",
     "harness.cli.persistent_cmds",
     "harness.cli.matrix_cmds",
+    "harness.cli.compose_cmds",
 ]
 
 

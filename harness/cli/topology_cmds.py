@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.faults import Faults
-from harness.topology import LocalTopology, resolve
-from harness.topology.backend import BACKENDS, engine_names
+from harness.topology import resolve
+from harness.topology.backend import BACKENDS, attach, engine_names
 from harness.topology.local import TOPOLOGIES
 from harness.topology.run import down_all, down_run, run_path
 
@@ -74,7 +74,7 @@ def _print_human(desc: dict[str, Any]) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print a run's current roles and addresses."""
-    topo = LocalTopology.attach(args.run)
+    topo = attach(args.run)
     desc = topo.describe()
     if args.json:
         print(json.dumps(desc))
@@ -89,7 +89,7 @@ ROLE_ACTIONS = ("switchover", "failover", "rejoin")
 
 def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
-    topo = LocalTopology.attach(args.run)
+    topo = attach(args.run)
     action = args.action
     if action in ROLE_ACTIONS:
         result = getattr(Faults(topo), action)(args.node).result
@@ -132,10 +132,10 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add up / status / fault / down."""
-    p = sub.add_parser("up", help="start a topology (pair or group of local PostgreSQL servers)")
+    p = sub.add_parser("up", help="start a topology (pair or group of PostgreSQL servers, local or in containers)")
     p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
     p.add_argument("--backend", default="local", choices=list(BACKENDS),
-                   help="where the nodes run (compose: planned, refused with the reason)")
+                   help="where the nodes run: local processes or compose containers (run make compose-setup first)")
     p.add_argument("--engine", default="postgres", choices=engine_names(),
                    help="database engine (mariadb: planned, refused with the reason)")
     p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")

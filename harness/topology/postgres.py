@@ -72,6 +72,17 @@ def server_version() -> str:
 # ------------------------------------------------------------------------------------------------
 
 TEMPLATE_LAYOUT_VERSION = "6"
+#: initdb options of every data directory the harness creates (after ``-D DIR``).
+INITDB_ARGS = ("-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1")
+#: Settings that must hold even when a tool starts the server on a data directory with no external
+#: config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control);
+#: wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the last
+#: common checkpoint (with 1 MB segments it otherwise can).
+DATADIR_SETTINGS = "\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n"
+#: The roles and database every topology has (the test login and the superuser's password).
+BOOTSTRAP_SQL = (f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{APP_PASSWORD}'",
+                 f"ALTER ROLE {SUPERUSER} PASSWORD '{SUPERUSER}'",
+                 f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
 
 
 def template_dir(run_as: RunAs) -> Path:
@@ -100,17 +111,12 @@ def _build_template(final: Path, run_as: RunAs) -> None:
     work.mkdir(mode=0o700)
     run_as.chown(work)
     data = work / "data"
-    res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
-                    "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1"], run_as)
+    res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), *INITDB_ARGS], run_as)
     if res.returncode != 0:
         raise TopologyError(f"initdb failed (exit {res.returncode}): {res.stderr.strip()[-800:]}")
     (data / "pg_hba.conf").write_text(PG_HBA)
-    # Settings that must hold even when a tool starts the server on this directory with no
-    # external config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control).
     with open(data / "postgresql.conf", "a") as conf:
-        # wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the
-        # last common checkpoint (with 1 MB segments it otherwise can).
-        conf.write("\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n")
+        conf.write(DATADIR_SETTINGS)
     sock = work / "sock"
     sock.mkdir()
     run_as.chown(sock, data / "pg_hba.conf")
@@ -123,9 +129,8 @@ def _build_template(final: Path, run_as: RunAs) -> None:
         wait_ready(data, pid, log, timeout=30)
         with psycopg.connect(host=str(sock), port=port, user=SUPERUSER, dbname="postgres",
                              autocommit=True) as conn:
-            conn.execute(f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{APP_PASSWORD}'")
-            conn.execute(f"ALTER ROLE {SUPERUSER} PASSWORD '{SUPERUSER}'")
-            conn.execute(f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
+            for statement in BOOTSTRAP_SQL:
+                conn.execute(statement)
     finally:
         signal_pid(pid, signal.SIGINT)  # fast shutdown: a clean checkpoint for the copies
         if not wait_gone(pid, 30, group=True):
@@ -380,6 +385,16 @@ class PostgresEngine:
     def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
         """Wait until the server accepts writes (as :func:`wait_writable`)."""
         wait_writable(socket_dir, port, pid, log, timeout=timeout)
+
+    @staticmethod
+    def bootstrap_files() -> dict[str, str]:
+        """What a node's container entrypoint (``compose/fh-node.sh``) reads from the node's folder to
+        create, clone or rewind its data directory the way this module does locally: initdb options,
+        pg_hba.conf, the data directory's own settings, the roles/database SQL and the superuser's
+        passfile (pg_rewind connects through the fault proxy over TCP)."""
+        return {"initdb.args": " ".join(INITDB_ARGS) + "\n", "pg_hba.conf": PG_HBA,
+                "datadir.conf": DATADIR_SETTINGS, "bootstrap.sql": "\n".join(BOOTSTRAP_SQL) + "\n",
+                "pgpass": f"127.0.0.1:*:*:{SUPERUSER}:{SUPERUSER}\n"}
 
     @staticmethod
     def config_text(config: NodeConfig) -> str:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.paths import runs_dir
+from harness.paths import harness_home, runs_dir
 from harness.ports import release_port
+from harness.topology.containers import remove_resources
 from harness.topology.process import kill_group, pid_alive, processes_mentioning, signal_pid
 from harness.topology.state import ProcessRecord, RunState
 
@@ -117,6 +118,8 @@ def down_run(path: Path) -> list[int]:
         if pid and pid_alive(pid):
             kill_group(proc.get("pgid") or pid, timeout=2)
             signal_pid(pid, 9)
+    if state.get("backend") == "compose" and state.get("run"):  # its containers, volumes, networks
+        remove_resources(run=str(state["run"]))
     # anything else still mentioning this run (children of a crashed run, tools mid-way)
     for pid in processes_mentioning(str(path)):
         killed.append(pid)
@@ -134,6 +137,7 @@ def down_all() -> dict[str, list[int]]:
     for entry in runs_dir().iterdir():  # half-created runs without a state file
         if entry.is_dir():
             result.setdefault(entry.name, down_run(entry))
+    remove_resources(home=str(harness_home()))  # compose resources of runs whose folder is gone
     strays = processes_mentioning(str(runs_dir()) + "/")
     strays = [p for p in strays if "harness.topology.reaper" not in _cmdline(p)]
     for pid in strays:
