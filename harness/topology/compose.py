@@ -287,7 +287,10 @@ class ComposeTopology(LocalTopology):
         if self.history is not None:
             nodes = {names.client: n for n, names in self._state.links.proxies.items()}
             nodes.update({names.replication: f"{n}:replication" for n, names in self._state.links.proxies.items()})
-            follower = ContainerLogEvents(self._container("toxiproxy"), nodes.get)
+            listens = {names.client: names.client_listen for names in self._state.links.proxies.values()}
+            listens.update({names.replication: names.replication_listen
+                            for names in self._state.links.proxies.values()})
+            follower = ContainerLogEvents(self._container("toxiproxy"), nodes.get, listens.get)
             owner.callback(follower.close)
             handle = FaultProxyHandle("compose", client.url, version, client, True,
                                       "derived from the container's trace log", "compose", follower.subscribe)

@@ -21,8 +21,10 @@ class ContainerLogEvents:
     """Follows a container's log from now on in a thread and delivers derived connection events to
     subscribers (the shape :class:`harness.toxiproxy.select.FaultProxyHandle` takes)."""
 
-    def __init__(self, container: Any, node_of: Callable[[str], str | None]) -> None:
+    def __init__(self, container: Any, node_of: Callable[[str], str | None],
+                 listen_of: Callable[[str], str | None] | None = None) -> None:
         self._deriver = LogEventDeriver(node_of)
+        self._listen_of = listen_of or (lambda proxy: None)
         self._lock = threading.Lock()
         self._subscribers: list[EventCallback] = []
         self._stream = container.logs(stream=True, follow=True, stdout=True, stderr=True, since=int(time.time()) - 1)
@@ -43,6 +45,9 @@ class ContainerLogEvents:
         with self._lock:
             events = self._deriver.feed(line, t)
             subscribers = list(self._subscribers)
+        for event in events:  # the address a connection came in on: the proxy's configured listen
+            if event.type == "conn.accepted" and not event.fields.get("listen"):
+                event.fields["listen"] = self._listen_of(str(event.fields.get("proxy", ""))) or ""
         for event in events:
             for callback in subscribers:
                 with contextlib.suppress(Exception):  # a subscriber must not kill the reader
