@@ -47,7 +47,7 @@ def test_compose_file_is_valid_and_puts_every_address_behind_the_proxy(topology:
     assert set(services) == {"toxiproxy", *NODES[topology]}
     assert services["toxiproxy"]["image"] == "ghcr.io/shopify/toxiproxy:2.12.0"  # official by default
     assert "-host=127.0.0.1" in services["toxiproxy"]["command"]
-    for name, svc in services.items():
+    for svc in services.values():
         assert svc["network_mode"] == "host" and "ports" not in svc and "networks" not in svc
         assert svc["labels"] == {RUN_LABEL: "t-1", HOME_LABEL: "/tmp/fh-home"}
     assert "networks" not in spec  # no bridge network of any kind

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.clients.registry import known_clients
 from harness.cli.matrix_cmds import PROFILE_FAMILY
+from harness.clients.registry import known_clients
 from harness.errors import ConfigError
 from harness.paths import repo_root, reports_dir
 from harness.profiles import PROFILES, get_profile

@@ -54,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 __all__ = [
     "HarnessOptions", "VerdictCheck", "_topology_factory", "add_environment", "check", "client_factory",
     "client_spec", "faults", "group", "harness_options", "history", "pair", "pytest_addoption",
-    "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header", "pytest_runtest_makereport", "pytest_runtest_setup",
+    "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header", "pytest_runtest_makereport",
+    "pytest_runtest_setup",
     "pytest_runtest_teardown", "pytest_sessionfinish", "rule_ids_of", "test_failed",
 ]
