@@ -200,6 +200,7 @@ class ComposeTopology(LocalTopology):
                 env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
                 self.progress(f"docker compose up {self.topology} ({self.mode}) as {env['FH_PROJECT']} in {self.path}")
                 self._compose = compose_project(self.topology, env_file)
+                started = time.monotonic()
                 self._compose.start()
                 self._connect_links()
                 for node in self._state.nodes:
@@ -213,6 +214,8 @@ class ComposeTopology(LocalTopology):
                     if n.name != principal:
                         self._wait_streaming(n.name, principal, timeout=90)
                 save_state(self.path, self._state)
+                for n in self._state.nodes:  # as local: one node.start per server (here all up together)
+                    self._emit("node.start", t=started, node=n.name, role=n.role, seconds=time.monotonic() - started)
         except BaseException:
             self.down()
             raise
