@@ -31,14 +31,13 @@ from typing import Any
 from harness.errors import ConfigError, MissingDependencyError, TopologyError
 from harness.paths import harness_home, repo_root, runs_dir
 from harness.ports import allocate_port
-from harness.topology.api import Group, Pair
 from harness.topology.compose_events import ContainerLogEvents
 from harness.topology.compose_setup import compose_version
 from harness.topology.dockerd import docker_client, engine_answers
 from harness.topology.engine import Engine
 from harness.topology.images import POSTGRES, TOXIPROXY, image_for
 from harness.topology.links import DirectLinks, Links
-from harness.topology.local import LocalTopology
+from harness.topology.local import LocalGroup, LocalPair, LocalTopology
 from harness.topology.process import RunAs, signal_group
 from harness.topology.proxied import ProxiedLinks, links_of_run
 from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
@@ -408,19 +407,9 @@ class ComposeTopology(LocalTopology):
             self._emit("node.reclone", node=name, source=self._principal_name(), reason=reason)
 
 
-class ComposePair(ComposeTopology, Pair):
+class ComposePair(ComposeTopology, LocalPair):
     """A principal + mirror pair of containers (``compose/pg-pair.yml``)."""
 
-    def __init__(self, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> None:
-        kwargs.setdefault("topology", "pg-pair")
-        super().__init__(nodes=2, mode=mode, mirror_readable=mirror_readable, **kwargs)
 
-
-class ComposeGroup(ComposeTopology, Group):
+class ComposeGroup(ComposeTopology, LocalGroup):
     """A principal and two standbys of containers (``compose/pg-group3.yml``)."""
-
-    def __init__(self, nodes: int = 3, mode: str = "sync", mirror_readable: bool = False, **kwargs: Any) -> None:
-        if nodes != 3:
-            raise ConfigError(f"backend 'compose' has groups of 3 nodes (pg-group3), not {nodes}")
-        kwargs.setdefault("topology", "pg-group3")
-        super().__init__(nodes=nodes, mode=mode, mirror_readable=mirror_readable, **kwargs)

@@ -18,15 +18,34 @@ EventCallback = Callable[[ConnEvent], None]
 
 
 class ContainerLogEvents:
-    """Follows a container's log from now on in a thread and delivers derived connection events to
-    subscribers (the shape :class:`harness.toxiproxy.select.FaultProxyHandle` takes)."""
+    """Derived connection events of a container's log from the moment of :meth:`subscribe` on: each
+    subscriber gets its own follower thread (the shape :class:`harness.toxiproxy.select.FaultProxyHandle`
+    takes); the proxy's configured listen address fills in ``listen`` where the log has none."""
 
     def __init__(self, container: Any, node_of: Callable[[str], str | None],
                  listen_of: Callable[[str], str | None] | None = None) -> None:
-        self._deriver = LogEventDeriver(node_of)
+        self._container = container
+        self._node_of = node_of
         self._listen_of = listen_of or (lambda proxy: None)
-        self._lock = threading.Lock()
-        self._subscribers: list[EventCallback] = []
+        self._followers: list[_Follower] = []
+
+    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
+        """Call ``callback`` for every later derived event (from a reader thread); returns the
+        function that stops it."""
+        follower = _Follower(self._container, LogEventDeriver(self._node_of), self._listen_of, callback)
+        self._followers.append(follower)
+        return follower.close
+
+    def close(self) -> None:
+        """Stop every follower."""
+        for follower in self._followers:
+            follower.close()
+
+
+class _Follower:
+    def __init__(self, container: Any, deriver: LogEventDeriver, listen_of: Callable[[str], str | None],
+                 callback: EventCallback) -> None:
+        self._deriver, self._listen_of, self._callback = deriver, listen_of, callback
         self._stream = container.logs(stream=True, follow=True, stdout=True, stderr=True, since=int(time.time()) - 1)
         self._thread = threading.Thread(target=self._read, name="toxiproxy-container-log", daemon=True)
         self._thread.start()
@@ -39,34 +58,13 @@ class ContainerLogEvents:
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    self._deliver(line.decode(errors="replace"), t)
-
-    def _deliver(self, line: str, t: float) -> None:
-        with self._lock:
-            events = self._deriver.feed(line, t)
-            subscribers = list(self._subscribers)
-        for event in events:  # the address a connection came in on: the proxy's configured listen
-            if event.type == "conn.accepted" and not event.fields.get("listen"):
-                event.fields["listen"] = self._listen_of(str(event.fields.get("proxy", ""))) or ""
-        for event in events:
-            for callback in subscribers:
-                with contextlib.suppress(Exception):  # a subscriber must not kill the reader
-                    callback(event)
-
-    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
-        """Call ``callback`` for every later derived event (from the reader thread)."""
-        with self._lock:
-            self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-
-        return unsubscribe
+                    for event in self._deriver.feed(line.decode(errors="replace"), t):
+                        if event.type == "conn.accepted" and not event.fields.get("listen"):
+                            event.fields["listen"] = self._listen_of(str(event.fields.get("proxy", ""))) or ""
+                        with contextlib.suppress(Exception):  # a subscriber must not kill the reader
+                            self._callback(event)
 
     def close(self) -> None:
-        """Stop following the log."""
         with contextlib.suppress(Exception):
             self._stream.close()
         self._thread.join(timeout=5)
