@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.history.store import read_jsonl
 from harness.paths import repo_root
 
@@ -42,6 +44,7 @@ def _skipped(junit: Path) -> dict[str, str]:
     return skipped
 
 
+@pytest.mark.timeout(1800)  # two full suite runs, one after the other, on a shared 2-core machine
 def test_dur_and_mir_suites_give_the_same_verdicts_on_compose_and_local(tmp_path: Path,
                                                                        isolated_home: dict[str, str]) -> None:
     env = {**isolated_home, "PYTHONPATH": str(repo_root()), "FAILOVER_HARNESS_REPORTS": str(tmp_path)}

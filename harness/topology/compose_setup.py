@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.errors import MissingDependencyError, TopologyError
 from harness.topology import dockerd
-from harness.topology.images import HOST_SOURCES, ImageBuilder, local_image
+from harness.topology.images import HOST_SOURCES, ImageBuilder
 
 PLUGIN_DIR = Path("/usr/local/lib/docker/cli-plugins")
 #: command or file to check -> Debian package providing it (installed where missing).
@@ -126,7 +126,3 @@ def setup(say: Callable[[str], None], pull: bool = True) -> dict[str, str]:
     say("ready: " + ", ".join(f"{k} {v}" for k, v in result.items()))
     return result
 
-
-def images_present(client: object, tags: list[str]) -> bool:
-    """True when every one of ``tags`` exists on the engine."""
-    return all(local_image(client, t) is not None for t in tags)
