@@ -1,10 +1,14 @@
 # The two commands of the README:
 #   make chaos  - the suites against the built-in reference clients on the local backend, then the report
-#   make test   - the project's own tests
+#   make test   - the project's own tests; then a second pass: the DUR + MIR suites on Docker Compose
+#                 containers (behind the real Toxiproxy) compared with local processes, and, when
+#                 $(TOXIPROXY_SERVER) (default ../shared/toxiproxy/toxiproxy-server) exists, the
+#                 real Toxiproxy compared with the embedded server
 #   make chaos BACKEND=compose - the same suites on Docker Compose containers behind the real Toxiproxy
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing);
-# `make test` and `make chaos BACKEND=compose` also run `make compose-setup` (engine, Compose v2,
-# images; idempotent) and stop afterwards the dockerd that it started, if it started one.
+# `make test` and `make chaos BACKEND=compose` also run `failover-harness compose-setup` (engine,
+# Compose v2, images; idempotent) and afterwards stop the dockerd that it started, if it started one.
+#   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -13,8 +17,15 @@ FH      := $(VENV)/bin/failover-harness
 JOBS    ?= 2
 BACKEND ?= local
 STOP_ENGINE := $(FH) compose-setup --stop-engine
+# The real Toxiproxy 2.12 for make test's second pass (CI: a copy of shared/ beside the clone).
+TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
+REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
+# The suites on compose against the same local run the real pass compares with (one pytest session).
+COMPOSE_PASS := tests/test_compose_suites.py
+# e.g. make mutation MUTATION_ARGS="--sample 60" (a fixed-seed sample per module), or "--module harness/rules/persistent.py"
+MUTATION_ARGS ?=
 
-.PHONY: setup compose-setup test chaos lint bench clean
+.PHONY: setup compose-setup test chaos lint bench mutation clean
 
 setup:
 	@bash scripts/setup.sh
@@ -22,9 +33,25 @@ setup:
 compose-setup: setup
 	$(FH) compose-setup
 
-test: setup compose-setup
+# Whatever fails, the dockerd that compose-setup started (if any) is stopped again.
+test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PYTEST) -n $(JOBS) tests; status=$$?; $(STOP_ENGINE); exit $$status
+	@status=0; \
+	$(FH) compose-setup || status=$$?; \
+	[ $$status -ne 0 ] || $(PYTEST) -n $(JOBS) tests --ignore=tests/test_toxiproxy_real_suites.py \
+		--ignore=$(COMPOSE_PASS) || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		if [ -x "$(TOXIPROXY_SERVER)" ]; then \
+			echo "== second pass: the real Toxiproxy $(TOXIPROXY_SERVER) (compat tests, DUR + MIR suites)" \
+			     "and the DUR + MIR suites on compose"; \
+			TOXIPROXY_SERVER_BIN="$(TOXIPROXY_SERVER)" $(PYTEST) $(REAL_PASS) $(COMPOSE_PASS) || status=$$?; \
+		else \
+			echo "== no real toxiproxy-server at $(TOXIPROXY_SERVER): that comparison skipped" \
+			     "(make test TOXIPROXY_SERVER=/path/to/toxiproxy-server); second pass: the DUR + MIR suites on compose"; \
+			$(PYTEST) $(COMPOSE_PASS) || status=$$?; \
+		fi; \
+	fi; \
+	$(STOP_ENGINE); exit $$status
 
 chaos: setup $(if $(filter compose,$(BACKEND)),compose-setup)
 	$(FH) run --backend $(BACKEND) suites; status=$$?; $(FH) report; \
@@ -36,6 +63,9 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/topology.py
+
+mutation: setup
+	$(PY) -m scripts.mutation --jobs $(JOBS) $(MUTATION_ARGS)
 
 clean:
 	-$(FH) down --all

@@ -63,4 +63,4 @@ if [[ "$(cat "$FH_DIR/role" 2>/dev/null)" == standby ]]; then
   chown postgres:postgres "$PGDATA/standby.signal"
 fi
 exec setpriv --reuid=postgres --regid=postgres --init-groups \
-  "$BIN/postgres" -D "$PGDATA" -c config_file="$FH_DIR/postgresql.conf" -c port="$FH_PORT"
+  "$BIN/postgres" -D "$PGDATA" -c config_file="$FH_DIR/postgresql.conf"

@@ -20,12 +20,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from harness.secrets import redact
+
 if TYPE_CHECKING:
     from harness.rules.verdict import Verdict
 
 
+def _redacted(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(redact(a) if isinstance(a, str) else a for a in args)
+
+
 class HarnessError(Exception):
-    """Base of every failure of the harness itself (never a rule violation, OBS-1)."""
+    """Base of every failure of the harness itself (never a rule violation, OBS-1). Its message
+    never holds a password (issue 17: every error message goes through :func:`harness.secrets.redact`)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*_redacted(args))
 
 
 class ConfigError(HarnessError, ValueError):
@@ -42,6 +52,15 @@ class TopologyError(HarnessError):
 
 class NodeStartError(TopologyError):
     """A database server did not come up; the message carries the tail of its log."""
+
+
+class PortInUseError(NodeStartError):
+    """A server could not bind its listen port (EADDRINUSE: something else took it); the owner
+    starts it again on another port (bounded) before this reaches a test. Carries ``port``."""
+
+    def __init__(self, message: str, port: int | None = None) -> None:
+        super().__init__(message)
+        self.port = port
 
 
 class InvalidOperation(TopologyError):
@@ -64,7 +83,7 @@ class RuleViolation(AssertionError):
 
     def __init__(self, rule_id: str, message: str) -> None:
         self.rule_id = rule_id
-        super().__init__(f"{rule_id}: {message}")
+        super().__init__(redact(f"{rule_id}: {message}"))
 
 
 # ---- configuration and registries --------------------------------------------------------------
@@ -118,6 +137,12 @@ class ClientStartError(HarnessError):
     """A client under test could not be started (a harness problem, never a rule verdict)."""
 
 
+class CaptureUnavailable(HarnessError):
+    """The refused-connect packet capture cannot run here (not Linux, not root, no socket); the
+    message says why. Never raised into a test: the topology records it as ``harness.capture``
+    (``available: false``) and the checkers that need the capture answer *unknown* (OBS-1)."""
+
+
 # ---- verdicts ----------------------------------------------------------------------------------
 
 
@@ -134,7 +159,10 @@ class VerdictUnknown(HarnessError):
 
 class MirroringClientError(Exception):
     """Base of the errors a mirroring client raises to the application (not harness errors: an
-    application sees them; a test decides whether they are expected)."""
+    application sees them; a test decides whether they are expected). Messages are redacted."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*_redacted(args))
 
 
 class ConnectionOpenError(MirroringClientError):
@@ -172,3 +200,4 @@ class BackendError(Exception):
 
 class ScramError(Exception):
     """A SCRAM exchange failed (bad proof, bad nonce, malformed message)."""
+

@@ -61,3 +61,21 @@ def reports_dir() -> Path:
     d = Path(os.environ.get("FAILOVER_HARNESS_REPORTS", repo_root() / "reports"))
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def unwritable_reason(folder: Path) -> str | None:
+    """Why files cannot be written into ``folder`` (created with its parents when missing), or None
+    when they can: a probe file is created and removed, so read-only mounts and permissions count. The
+    callers turn a reason into a one-line ConfigError naming the folder (bad input, never a traceback)."""
+    import tempfile
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        return "it is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".fh-write-probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None

@@ -22,6 +22,7 @@ from harness.paths import repo_root
 from harness.topology.backend import get_backend, get_engine, resolve
 from harness.topology.compose import COMPOSE_FILES, compose_config, compose_file, project_name
 from harness.topology.containers import harness_containers
+from harness.topology.postgres import PostgresEngine
 from harness.topology.dockerd import HOME_LABEL, RUN_LABEL
 
 NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"]}
@@ -194,7 +195,10 @@ def test_cli_up_write_switchover_write_down(isolated_home: dict[str, str]) -> No
         assert desc["backend"] == "compose" and desc["fault_proxy"]["version"] == "2.12.0"
         hosts = ",".join(n["client_address"].split(":")[0] for n in desc["nodes"])
         ports = ",".join(n["client_address"].split(":")[1] for n in desc["nodes"])
-        dsn = f"host={hosts} port={ports} dbname=app user=app password=app target_session_attrs=read-write"
+        creds = PostgresEngine().credentials  # the machine's test login (the shared template cache)
+        dsn = (f"host={hosts} port={ports} dbname={creds.database} user={creds.user} password={creds.password} "
+               "target_session_attrs=read-write")
+        assert creds.password not in up.stdout + up.stderr  # issue 17: no secret in any output
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE TABLE w (v int)")
             conn.execute("INSERT INTO w VALUES (1)")

@@ -206,11 +206,23 @@ def blackhole() -> Iterator[Listener]:
     lst.close()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _topology_password() -> None:
+    """Read the topology's test password once, before any timed open (spec_for uses it)."""
+    from harness.topology.postgres import PostgresEngine
+
+    assert PostgresEngine().credentials.password
+
+
 def spec_for(initial: int | str, failover: int | str | None, lt: float | None, db: str = "app",
-             user: str = "app", password: str = "app") -> ConnectionSpec:
+             user: str = "app", password: str | None = None) -> ConnectionSpec:
     def server(x: int | str) -> str:
         return f"127.0.0.1,{x}" if isinstance(x, int) else x.replace(":", ",")
     fo = f"; Failover Partner={server(failover)}" if failover is not None else ""
+    if password is None:  # the topology's test login (a random password per machine)
+        from harness.topology.postgres import PostgresEngine
+
+        password = PostgresEngine().credentials.password
     return parse_connection_string(f"Server={server(initial)}{fo}; Database={db}; "
                                    f"Connect Timeout={0 if lt is None else lt}; User ID={user}; "
                                    f"Password={password}")
@@ -422,6 +434,26 @@ def test_principal_first_then_redirect_through_inactive_mirror(pair: Any) -> Non
     assert mir.check_mir_1(h2.events(), **params).valid is True
     assert mir.check_mir_12(h2.events(), **params).valid is True
     assert mir.check_mir_4(h2.events(), **params, login_timeout=2.0).valid is True
+
+
+@timing_sensitive()
+def test_mir_9_redirected_open_in_a_pair_caches_the_server_it_reached(pair: Any) -> None:
+    """MIR-9 (interpretation, RULEBOOK): ``Server=<mirror>; Failover Partner=<principal>`` - the open
+    is redirected to the principal, whose mirror is the initial partner; the client caches the
+    principal (the server it is connected to), not the initial partner a second time, so the next
+    open goes initial (inactive) → failover (the principal) again, in both variants."""
+    for variant in ("native", "managed"):
+        h = History()
+        client = ReferenceMirroringClient(variant, history=h, process=variant)
+        spec = spec_for(_addr(pair.mirror), _addr(pair.principal), 2.0)
+        client.open(spec).close()
+        assert str(client.cached_failover(spec)).replace(",", ":") == _addr(pair.principal)
+        with client.open(spec) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()") == [(False,)]
+        per_open: dict[Any, list[str]] = {}
+        for e in h.events("attempt.start"):
+            per_open.setdefault(e.get("op_id"), []).append(e.get("target"))
+        assert list(per_open.values()) == [["initial", "failover"], ["initial", "failover"]], per_open
 
 
 def test_unknown_database_fails_at_once_with_error(pair: Any) -> None:

@@ -11,6 +11,7 @@ answered. ``test_real_pair_switchover`` runs the same scenario on a real pair wh
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import subprocess
@@ -59,6 +60,7 @@ class Harness:
         config.setdefault("recovery_window", 5.0)
         config.setdefault("user", "app")
         config.setdefault("password", "app")
+        config.setdefault("allowed_principals", [a.server_address, b.server_address])
         self.config = ProxyConfig(resolver=lambda: self.current, on_event=self.history.record, **config)
         self.proxy = ThreadedPersistentProxy(self.config, admin=("127.0.0.1", 0))
         self.proxy.start()
@@ -547,11 +549,14 @@ def test_pipeline_mode_across_switchover(h: Harness) -> None:
 # --------------------------------------------------------------------------------------------- admin / CLI
 
 
-def _http(address: tuple[str, int], path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+def _http(address: tuple[str, int], path: str, body: dict[str, Any] | None = None,
+          token: str | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["X-Failover-Harness-Token"] = token
     req = urllib.request.Request(f"http://{address[0]}:{address[1]}{path}",
                                  data=None if body is None else json.dumps(body).encode(),
-                                 method="GET" if body is None else "POST",
-                                 headers={"Content-Type": "application/json"})
+                                 method="GET" if body is None else "POST", headers=headers)
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
 
@@ -566,10 +571,11 @@ def test_admin_http_api(h: Harness) -> None:
     status = _http(admin, "/status")
     [sess] = status["sessions"]
     assert sess["gucs"] == 1 and sess["prepared"] == 1 and sess["idle"] and sess["txn_status"] == "I"
-    drained = _http(admin, "/drain", {"timeout": 1})
+    token = h.proxy.admin_token
+    drained = _http(admin, "/drain", {"timeout": 1}, token)
     assert drained["kept"] == [sess["session"]]
     assert _http(admin, "/status")["draining"] is True
-    resumed = _http(admin, "/resume", {"host": "127.0.0.1", "port": h.b.port})
+    resumed = _http(admin, "/resume", {"host": "127.0.0.1", "port": h.b.port}, token)
     assert resumed["resumed"] == 1
     assert port_of(c) == h.b.port
     counters = _http(admin, "/status")["counters"]
@@ -583,8 +589,8 @@ def test_cli_persistent_proxy(servers: tuple[LocalServer, LocalServer]) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "persistent-proxy", "--listen", "127.0.0.1:0",
          "--backend", "127.0.0.1:1", "--backend", f"127.0.0.1:{a.port}", "--user", "app",
-         "--password", "app", "--probe-database", "app", "--admin", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--probe-database", "app", "--admin", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PGPASSWORD": "app"})
     try:
         assert proc.stdout is not None
         info = json.loads(proc.stdout.readline())
@@ -620,11 +626,12 @@ def test_real_pair_switchover() -> None:
     keep their settings and prepared statements, continue on the new principal, and every write
     they saw acknowledged is there."""
     with _pair_class()(mode="sync") as pair:
-        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+        creds = pair.engine.credentials
+        cfg = ProxyConfig(user=creds.user, password=creds.password, resolver=lambda: pair.principal.server_address,
                           drain_window=5.0, recovery_window=20.0)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+            kw: dict[str, Any] = dict(host=host, port=port, user=creds.user, password=creds.password, dbname="app",
                                       autocommit=True)
             conns = [psycopg.connect(**kw) for _ in range(10)]
             try:
@@ -675,11 +682,12 @@ def test_real_pair_unplanned_failover() -> None:
     transaction is closed with a clear reason (PER-7)."""
     with _pair_class()(mode="sync") as pair:
         history = History()
-        cfg = ProxyConfig(user="app", password="app", resolver=lambda: pair.principal.server_address,
+        creds = pair.engine.credentials
+        cfg = ProxyConfig(user=creds.user, password=creds.password, resolver=lambda: pair.principal.server_address,
                           recovery_window=20.0, on_event=history.record)
         with ThreadedPersistentProxy(cfg) as proxy:
             host, port = proxy.address  # type: ignore[misc]
-            kw: dict[str, Any] = dict(host=host, port=port, user="app", password="app", dbname="app",
+            kw: dict[str, Any] = dict(host=host, port=port, user=creds.user, password=creds.password, dbname="app",
                                       autocommit=True)
             with psycopg.connect(**kw) as idle, psycopg.connect(**kw) as in_tx:
                 first = port_of(idle)
@@ -847,7 +855,8 @@ def test_registered_as_reference_client(servers: tuple[LocalServer, LocalServer]
     entry = resolve_client(None, "persistent")
     history = History()
     front_of_a = SimpleNamespace(principal=SimpleNamespace(client_address=a.server_address))  # a one-node "pair"
-    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0)
+    client = open_client(entry.factory, pair=front_of_a, history=history, drain_window=1.0, user="app",
+                         password="app")  # a stand-in pair without an engine: its server's login
     try:
         assert isinstance(client, ReferenceClient) and isinstance(client, PersistentClient)
         with psycopg.connect(client.dsn()) as c:

@@ -49,6 +49,10 @@ def labels(result: dict, name: str) -> list[str]:
 
 
 def test_options_parse_and_reach_fixtures(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('''
+        from harness.clients.registry import register_client
+        register_client("mirroring", "demo", lambda **kwargs: "demo", replace=True)
+    ''')
     pytester.makepyfile('''
         def test_opts(harness_options, client_spec):
             assert (harness_options.backend, harness_options.engine) == ("local", "postgres")
@@ -219,13 +223,33 @@ def test_unknown_client_is_a_clear_error_and_registered_ones_resolve(pytester: p
     pytester.runpytest("--client", "demo").assert_outcomes(passed=1)
     pytester.runpytest("--client", "clientmod:factory").assert_outcomes(passed=1)
     bad = pytester.runpytest("--client", "nosuch")
-    bad.assert_outcomes(errors=1)
-    text = bad.stdout.str()
-    assert re.search(r"UnknownClientError: unknown client 'nosuch' for profile mirroring; "
-                     r"known clients: [^\n]*\bdemo\b", text)
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR  # refused at start-up, before any test
+    text = bad.stderr.str()
+    assert re.search(r"failover-harness: unknown client 'nosuch'; known clients: [^\n]*\bmirroring/demo\b", text)
+    assert "passed" not in bad.stdout.str() and "Traceback" not in text
     missing = pytester.runpytest("--client", "nomodule_xyz:make")
-    missing.assert_outcomes(errors=1)
-    assert "cannot import module 'nomodule_xyz'" in missing.stdout.str()
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot import module 'nomodule_xyz'" in missing.stderr.str()
+    wrong_profile = pytester.runpytest("--client", "persistent/demo")
+    assert wrong_profile.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown client 'demo' for profile persistent" in wrong_profile.stderr.str()
+
+
+def test_unknown_client_is_refused_even_when_no_test_of_its_profile_is_collected(pytester: pytest.Pytester) -> None:
+    """Issue 17 (no silent acceptance): a DUR-only suite with ``--client nosuch`` used to pass and credit
+    ``client: nosuch`` in its history; now nothing runs and the one error line names the known clients."""
+    pytester.makepyfile('''
+        import pytest
+        @pytest.mark.rule("DUR-1")
+        def test_cross_cutting(history):
+            history.record("op.ok", f="write", value=1)
+    ''')
+    result = pytester.runpytest("--client", "nosuch", "--history-dir", "hist", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1 and "unknown client 'nosuch'" in errors[0], errors
+    assert not (pytester.path / "hist").exists()
+    pytester.runpytest("--client", "reference", "-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_bad_rule_id_in_marker_is_an_error_not_a_pass(pytester: pytest.Pytester) -> None:

@@ -167,3 +167,19 @@ def test_evidence_is_outlined_and_marked() -> None:
     assert sorted(g.get("class", "").split()[0:2][-1] for g in outlined) == ["attempt", "op-fail"]
     assert len(by_class(root, "evidence-mark")) == 2
     assert not by_class(parse(render_svg(h)), "evidence-mark")
+
+
+def test_refused_connect_seen_by_the_capture_is_a_refused_bar_on_its_node_lane() -> None:
+    h = History(meta={"monotonic_origin": 10.0, "wall_origin": 1_700_000_000.0})
+    h.record("harness.capture", 10.0, available=True, method="af_packet:lo", reason=None, targets=[])
+    h.record("op.invoke", 10.1, process="c1", op_id=1, f="open", value=None)
+    h.record("conn.refused", 10.1002, proxy="fh-r-n2", node="n2", listen="127.0.0.1:6002",
+             client="127.0.0.1:50001", client_port=50001, seconds=0.000004, source="af_packet:lo")
+    h.record("conn.accepted", 10.101, proxy="fh-r-n1", conn_id=1, client="127.0.0.1:50002",
+             listen="127.0.0.1:6001", upstream="127.0.0.1:7001", node="n1")
+    h.record("op.ok", 10.11, process="c1", op_id=1, f="open", value=None)
+    root = parse(render_svg(h, title="refused"))
+    assert "n2" in lanes(root, "node")
+    refused = by_class(root, "conn-refused")
+    titles = [t.text or "" for g in refused for t in g.iter(f"{NS}title")]
+    assert any("seen by the packet capture" in t and "127.0.0.1:50001" in t for t in titles), titles

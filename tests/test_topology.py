@@ -140,7 +140,8 @@ def test_twenty_switchovers_in_sync_mode_lose_no_acknowledged_commit():
         write(pair.principal, 0)
         a, b = pair.nodes
         dsn = (f"host={a.client_address[0]},{b.client_address[0]} port={a.client_address[1]},"
-               f"{b.client_address[1]} dbname=app user=app password=app target_session_attrs=read-write "
+               f"{b.client_address[1]} dbname=app user=app password={pair.engine.credentials.password} "
+               "target_session_attrs=read-write "
                f"connect_timeout=2")
         acked: list[int] = [0]
         failures: list[str] = []

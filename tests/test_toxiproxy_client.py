@@ -101,3 +101,12 @@ def test_api_port_in_use_is_a_clear_error() -> None:
         with pytest.raises(ProxyError) as info:
             EmbeddedToxiproxy(port=first.api_port).start()
     assert "could not bind" in str(info.value) and "--port" in str(info.value)
+
+
+def test_populate_with_nothing_answers_null_proxies_like_real(tp: EmbeddedToxiproxy) -> None:
+    import httpx
+
+    resp = httpx.post(f"{tp.url}/populate", json=[], timeout=5)
+    assert resp.status_code == 201 and resp.json() == {"proxies": None}
+    with ToxiproxyClient(tp.url) as client:
+        assert client.populate([]) == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ from toxiproxy_compat.tcp_servers import TcpServer, connect, echo_handler, round
 
 from harness.errors import ConfigError, MissingDependencyError, ProxyError
 from harness.toxiproxy import EmbeddedToxiproxy, ToxiproxyUnreachableError
-from harness.toxiproxy.logstream import LogEventDeriver
 from harness.toxiproxy.select import start_fault_proxy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,32 +101,6 @@ def test_spawned_binary_is_started_and_stopped(tmp_path: Path, monkeypatch: pyte
     assert procs[0].returncode == 0  # SIGTERM -> clean shutdown of the foreground CLI server
 
 
-def _line(msg: str, **fields: object) -> str:
-    return json.dumps({"level": "info", "time": "2026-12-01T01:00:00Z", "message": msg, **fields})
-
-
-def test_log_deriver_builds_conn_events() -> None:
-    d = LogEventDeriver(node_of=lambda proxy: "n1" if proxy == "pg" else None)
-    common = {"name": "pg", "proxy": "127.0.0.1:5000", "upstream": "127.0.0.1:6000"}
-    ev = d.feed(_line("Accepted client", client="127.0.0.1:40000", **common), t=1.0)
-    ev += d.feed(_line("Setup connection", direction="upstream", **common), t=1.1)
-    ev += d.feed(_line("Setup connection", direction="downstream", **common), t=1.1)
-    ev += d.feed("not json", t=1.2)
-    ev += d.feed(_line("RemoveConnection 127.0.0.1:40000downstream from Proxy pg"), t=2.0)
-    ev += d.feed(_line("RemoveConnection 127.0.0.1:40000upstream from Proxy pg"), t=2.1)
-    ev += d.feed(_line("Accepted client", client="127.0.0.1:40001", **common), t=3.0)
-    ev += d.feed(_line("Unable to open connection to upstream", client="127.0.0.1:40001",
-                       error="dial tcp: connection refused", **common), t=3.1)
-    assert [(e.type, e.t) for e in ev] == [
-        ("conn.accepted", 1.0), ("conn.upstream_connected", 1.1), ("conn.closed", 2.0),
-        ("conn.accepted", 3.0), ("conn.upstream_failed", 3.1), ("conn.closed", 3.1)]
-    assert ev[0].fields == {"proxy": "pg", "conn_id": 1, "client": "127.0.0.1:40000",
-                            "listen": "127.0.0.1:5000", "upstream": "127.0.0.1:6000", "node": "n1"}
-    assert ev[2].fields["by"] == "upstream" and ev[2].fields["bytes_up"] is None
-    assert ev[4].fields["error"] == "dial tcp: connection refused"
-    assert [e.seq for e in ev] == list(range(6)) and ev[3].fields["conn_id"] == 2
-
-
 def test_forward_to_history_keeps_event_times() -> None:
     from harness.history.core import History
     from harness.toxiproxy.select import forward_to_history
@@ -147,3 +119,24 @@ def test_forward_to_history_keeps_event_times() -> None:
     assert [e.type for e in events] == ["conn.accepted", "conn.upstream_connected", "conn.closed"]
     assert [e.t for e in events] == [e.t for e in seen[:3]]
     assert events[0].get("node") == "pg-1" and "seq" not in events[0].fields
+
+
+def test_planned_choice_follows_the_selection_order(tmp_path: Path) -> None:
+    from harness.report.allure import collect_environment
+    from harness.toxiproxy.select import planned_choice
+
+    binary = tmp_path / "toxiproxy-server"
+    binary.write_text("#!/bin/sh\necho 'toxiproxy-server version 2.12.0'\n")
+    binary.chmod(0o755)
+    assert planned_choice({"PATH": ""}) == ("embedded", "harness.toxiproxy")
+    assert planned_choice({"PATH": str(tmp_path)}) == ("spawned", str(binary))
+    assert planned_choice({"TOXIPROXY_SERVER_BIN": str(binary), "PATH": ""}) == ("spawned", str(binary))
+    assert planned_choice({"TOXIPROXY_SERVER_BIN": "/nope", "PATH": ""}) == ("spawned", "/nope (missing)")
+    assert planned_choice({"TOXIPROXY_URL": "http://127.0.0.1:9", "TOXIPROXY_SERVER_BIN": str(binary)}) == (
+        "external", "http://127.0.0.1:9")
+    with pytest.MonkeyPatch.context() as mp:  # the report environment shows the same choice
+        mp.setenv("TOXIPROXY_SERVER_BIN", str(binary))
+        mp.delenv("TOXIPROXY_URL", raising=False)
+        env = collect_environment("local", "postgres", None)
+    assert env["fault_proxy"] == f"toxiproxy-server ({binary})"
+    assert "2.12.0" in env["fault_proxy.version"]

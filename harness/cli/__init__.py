@@ -1,14 +1,23 @@
 """The ``failover-harness`` command line. Each sub-command lives in its own module under
 ``harness.cli`` and adds itself with ``register(subparsers)``; this module only wires them up and
-turns harness errors into one clear line and a non-zero exit code (no deep tracebacks)."""
+turns every error into one clear line and a non-zero exit code, never a traceback: 2 for bad usage or
+configuration (argparse errors too), 3 for a harness error, and 3 with "internal error, please
+report" plus the path of a log holding the traceback for anything unexpected."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import NoReturn
 
 from harness.errors import ConfigError, HarnessError
+from harness.secrets import redact
 
 # Modules that contribute sub-commands, in the order they appear in --help.
 COMMAND_MODULES = [
@@ -23,9 +32,21 @@ COMMAND_MODULES = [
 ]
 
 
+EXIT_USAGE, EXIT_HARNESS = 2, 3
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line naming the problem and where to read the
+    usage (sub-command parsers inherit it)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit with 2."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every available sub-command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="failover-harness",
         description="Bring up primary/mirror database pairs behind a fault proxy, break them, "
         "and check what clients do against documented failover rules.",
@@ -43,20 +64,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _write_crash_log(exc: BaseException) -> Path | None:
+    """Write the traceback of an unexpected error to a log file under the harness home (or the
+    temporary folder) and return its path; None if no log could be written anywhere."""
+    name = f"internal-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    text = redact("".join(traceback.format_exception(exc)))  # no password in the crash log either
+    for folder in (lambda: _harness_logs(), lambda: Path(tempfile.gettempdir())):
+        try:
+            path = folder() / name
+            path.write_text(f"failover-harness {' '.join(sys.argv[1:2])}: internal error\n{text}", encoding="utf-8")
+            return path
+        except Exception:  # noqa: BLE001 - try the next folder
+            continue
+    return None
+
+
+def _harness_logs() -> Path:
+    from harness.paths import harness_home
+
+    folder = harness_home() / "logs"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Entry point of the console script; returns the process exit code (OBS-1: a bad input is one
+    line and exit 2, a harness error one line and exit 3, never a traceback)."""
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except ConfigError as exc:
-        print(f"failover-harness: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"failover-harness: error: {_one_line(exc, 2000)}", file=sys.stderr)
+        return EXIT_USAGE
     except HarnessError as exc:
         print(f"failover-harness: harness error ({type(exc).__name__}): {exc}", file=sys.stderr)
-        return 3
+        return EXIT_HARNESS
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - the catch-all: no traceback reaches the user
+        log = _write_crash_log(exc)
+        where = f"the traceback is in {log}" if log else "no log could be written"
+        print(f"failover-harness: internal error, please report it ({type(exc).__name__}: {_one_line(exc)}); "
+              f"{where}", file=sys.stderr)
+        return EXIT_HARNESS
 
 
 if __name__ == "__main__":

@@ -7,10 +7,29 @@ import argparse
 import time
 
 from harness.errors import ConfigError
-from harness.faults.vocabulary import Faults
+from harness.faults.vocabulary import Faults, milliseconds
 from harness.topology import OperationResult, Topology
 
 NETWORK_ACTIONS = ("partition", "latency", "heal")
+
+
+def _ms(what: str, text: str) -> int:
+    try:
+        return milliseconds(what, float(text))
+    except ValueError as exc:  # float() or the range check (ConfigError): argparse's one-line error
+        reason = str(exc) if isinstance(exc, ConfigError) else f"{what} must be a number of milliseconds, not {text!r}"
+        raise argparse.ArgumentTypeError(reason) from None
+
+
+def latency_ms(text: str) -> int:
+    """``fault latency NODE MS``: whole milliseconds, finite, 0 to one day - checked by argparse before
+    the run is touched (a bad number is one line, never an overflow in the fault proxy)."""
+    return _ms("latency", text)
+
+
+def jitter_ms(text: str) -> int:
+    """``--jitter MS``: like :func:`latency_ms`."""
+    return _ms("jitter", text)
 
 
 def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationResult:

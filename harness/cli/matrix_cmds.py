@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from harness.clients.registry import PROFILES, known_clients
+from harness.clients.registry import PROFILES, known_clients, resolve_client
 from harness.errors import ConfigError
 from harness.paths import repo_root, reports_dir
 from harness.report.matrix import all_rules, build_matrix, collect_cells, write_matrix
@@ -23,9 +23,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     suites = repo_root() / "suites" / args.profile
     if not suites.exists():
         raise ConfigError(f"profile {args.profile} has no suites yet ({suites} does not exist)")
-    clients = args.clients.split(",") if args.clients else known_clients(args.profile)
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients \
+        else known_clients(args.profile)
     if not clients:
         raise ConfigError(f"no client is registered for profile {args.profile}")
+    for client in clients:  # every column is checked before any suite runs
+        resolve_client(client, args.profile)
     work = reports_dir() / "matrix" / args.profile
     columns = {}
     for client in clients:

@@ -1,5 +1,10 @@
 """``failover-harness persistent-proxy``: run the reference persistent-connection proxy (PER-1..8)
-in the foreground until interrupted."""
+in the foreground until interrupted.
+
+Secrets stay out of argv and stdout (issue 17): the back-side password comes from ``PGPASSWORD`` or
+a 0600 file (``--password-file``), never from ``--password``; the admin API's token is written to a
+0600 file whose path (not the token) is printed, and the file is removed when the proxy stops.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,17 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import signal
+import stat
 import sys
+from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.paths import harness_home
+
+PASSWORD_ENV = "PGPASSWORD"
 
 
 def _address(text: str, what: str) -> tuple[str, int]:
@@ -27,16 +39,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="run the reference persistent-connection proxy (PolarProxy PER-1..8) for PostgreSQL",
         description="A PostgreSQL wire-protocol proxy that keeps client sessions open across a "
         "switchover of the principal and replays their state (RULEBOOK PER-1..PER-8). "
-        "Admin API: GET /status, POST /drain, POST /resume (docs/persistent-proxy.md).")
+        "Admin API: GET /status, POST /drain, POST /resume (docs/persistent-proxy.md). "
+        f"The password of --user is read from ${PASSWORD_ENV} or --password-file, never from the command line.")
     p.add_argument("--listen", default="127.0.0.1:0",
                    help="HOST:PORT to accept clients on (default %(default)s)")
     p.add_argument("--backend", action="append", required=True, metavar="HOST:PORT",
                    help="candidate server; repeat for a pair (the principal is the one not in recovery)")
     p.add_argument("--user", required=True, help="role the proxy logs in with on the principal")
-    p.add_argument("--password", default=None, help="password of --user (also asked of front clients)")
+    p.add_argument("--password", default=None, help=argparse.SUPPRESS)  # refused: see _password
+    p.add_argument("--password-file", default=None, metavar="PATH",
+                   help=f"file (mode 0600) holding the password of --user (default: ${PASSWORD_ENV}); "
+                   "front clients log in with the same password")
     p.add_argument("--front-auth", choices=["scram", "password", "trust"], default="scram",
                    help="how front clients authenticate (default %(default)s)")
-    p.add_argument("--admin", default=None, metavar="127.0.0.1:PORT", help="serve the HTTP admin API here")
+    p.add_argument("--admin", default=None, metavar="HOST:PORT",
+                   help="serve the HTTP admin API here (loopback only unless --admin-allow-remote)")
+    p.add_argument("--admin-allow-remote", action="store_true",
+                   help="allow --admin on a non-loopback address (prints who can then reach it)")
+    p.add_argument("--token-file", default=None, metavar="PATH",
+                   help="where to write the admin token (mode 0600; default: a private file under the "
+                   "harness home); its path is printed, the token never is")
+    p.add_argument("--allow-principal", action="append", default=[], metavar="HOST:PORT",
+                   help="an address POST /resume may name besides the --backend ones; repeatable")
+    p.add_argument("--max-message-size", type=int, default=64 << 20, metavar="BYTES",
+                   help="largest frontend message a client may send (default 64 MiB)")
     p.add_argument("--drain-window", type=float, default=60.0, help="PER-4 drain window, s (default 60)")
     p.add_argument("--recovery-window", type=float, default=60.0,
                    help="PER-3 recovery window, s (default 60)")
@@ -44,20 +70,79 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
+def _password(args: argparse.Namespace) -> str | None:
+    """The back-side password: ``--password-file`` (must not be readable by others), else
+    ``$PGPASSWORD``, else none; ``--password`` on the command line is refused (world-readable argv)."""
+    if args.password is not None:
+        raise ConfigError(f"--password would be visible to every local user in /proc/PID/cmdline: put the "
+                          f"password in ${PASSWORD_ENV} or in a mode-0600 file given with --password-file")
+    if args.password_file is None:
+        return os.environ.get(PASSWORD_ENV)
+    path = Path(args.password_file)
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read --password-file {path}: {exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"--password-file {path} is not a regular file")
+    if mode & 0o077:
+        raise ConfigError(f"--password-file {path} is readable by other users (mode {stat.S_IMODE(mode):04o}): "
+                          f"chmod 600 {path}")
+    return text.rstrip("\r\n")
+
+
+def _private_dir() -> Path:
+    """``<harness home>/persistent-proxy-<uid>``, mode 0700, owned by this user; token files of
+    proxies that are gone (killed without cleanup) are removed."""
+    d = harness_home() / f"persistent-proxy-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        d.mkdir(mode=0o700)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ConfigError(f"{d} is not a private directory of this user: remove it, or give --token-file")
+    for old in d.glob("admin-*.token"):
+        pid = old.stem.removeprefix("admin-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                old.unlink()
+    return d
+
+
+def _write_token(path: Path, token: str) -> None:
+    """Write ``token`` to ``path`` with mode 0600 (never following a symlink)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the admin token file {path}: {exc}") from exc
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        os.fchmod(fd, 0o600)
+        f.write(token + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Start the proxy (and admin API), print one JSON line with the addresses, serve until SIGINT/SIGTERM."""
+    """Start the proxy (and admin API), print one JSON line with the addresses and the token file's
+    path, serve until SIGINT/SIGTERM (PER-1..PER-8; issue 17 for the admin API's protection)."""
     from harness.persistproxy import AdminServer, PersistentProxy, ProxyConfig
+    from harness.persistproxy.admin import is_loopback
 
     listen = _address(args.listen, "--listen")
     backends = [_address(b, "--backend") for b in args.backend]
+    allowed = [_address(a, "--allow-principal") for a in args.allow_principal]
     admin = _address(args.admin, "--admin") if args.admin else None
-    if admin and admin[0] not in ("127.0.0.1", "localhost", "::1"):
-        raise ConfigError("--admin must bind to the loopback (127.0.0.1:PORT)")
+    if admin and not is_loopback(admin[0]) and not args.admin_allow_remote:
+        raise ConfigError(f"--admin {args.admin} is not a loopback address: bind it to 127.0.0.1:PORT, or add "
+                          "--admin-allow-remote to expose the admin API to the network")
     if args.drain_window < 0 or args.recovery_window < 0:
         raise ConfigError("--drain-window and --recovery-window must be >= 0")
-    config = ProxyConfig(user=args.user, password=args.password, listen=listen, candidates=backends,
-                         front_auth=args.front_auth, drain_window=args.drain_window,
-                         recovery_window=args.recovery_window, database=args.probe_database)
+    password = _password(args)
+    config = ProxyConfig(user=args.user, password=password, listen=listen, candidates=backends,
+                         allowed_principals=allowed, front_auth=args.front_auth, drain_window=args.drain_window,
+                         recovery_window=args.recovery_window, database=args.probe_database,
+                         max_message_size=args.max_message_size)
+    token_file = Path(args.token_file) if args.token_file else None
+    if admin and token_file is None:
+        token_file = _private_dir() / f"admin-{os.getpid()}.token"
 
     async def main() -> None:
         proxy = PersistentProxy(config)
@@ -66,22 +151,38 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"cannot listen on {args.listen}: {exc}") from exc
         admin_server = None
-        info = {"listen": f"{address[0]}:{address[1]}", "admin": None}
-        if admin:
-            admin_server = AdminServer(proxy, *admin)
-            a = await admin_server.start()
-            info["admin"] = f"{a[0]}:{a[1]}"
-        print(json.dumps(info), flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        if admin_server is not None:
-            await admin_server.stop()
-        await proxy.stop()
+        info: dict[str, str | None] = {"listen": f"{address[0]}:{address[1]}", "admin": None, "token_file": None}
+        try:
+            if admin and token_file is not None:
+                admin_server = AdminServer(proxy, *admin, allow_remote=args.admin_allow_remote)
+                _write_token(token_file, admin_server.token)
+                written.append(token_file)
+                try:
+                    a = await admin_server.start()
+                except OSError as exc:
+                    raise ConfigError(f"cannot serve the admin API on {args.admin}: {exc}") from exc
+                info["admin"] = f"{a[0]}:{a[1]}"
+                info["token_file"] = str(token_file)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):  # before the ready line: a SIGTERM right after it stops cleanly
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(sig, stop.set)
+            print(json.dumps(info), flush=True)
+            await stop.wait()
+        finally:
+            if admin_server is not None:
+                await admin_server.stop()
+            await proxy.stop()
 
-    asyncio.run(main())
+    written: list[Path] = []
+    # warnings (e.g. an exposed admin API) and unexpected errors of the proxy go to stderr
+    logging.basicConfig(level=logging.WARNING, format="persistent-proxy: %(message)s")
+    try:
+        asyncio.run(main())
+    finally:
+        for path in written:
+            with contextlib.suppress(OSError):
+                path.unlink()
     print("persistent-proxy stopped", file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.paths import unwritable_reason
 
 EXIT_KEPT = 0
 EXIT_VIOLATED = 1
@@ -155,6 +156,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
     history = load_jsonl(args.history)
     out = args.output or args.history.with_suffix(".svg")
+    reason = "it is a folder" if out.is_dir() else unwritable_reason(out.parent)
+    if reason:
+        raise ConfigError(f"cannot write the timeline to {out} ({reason}); give a file path you can write with -o")
     out.write_text(render_svg(history, title=args.title or args.history.name), encoding="utf-8")
     print(out)
     return 0

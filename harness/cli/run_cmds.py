@@ -10,11 +10,17 @@ import sys
 from pathlib import Path
 
 from harness.errors import ConfigError
-from harness.paths import repo_root, reports_dir
+from harness.paths import repo_root, reports_dir, unwritable_reason
 
 
 def pytest_args(args: argparse.Namespace) -> list[str]:
-    """The pytest command line for ``run`` (also used by ``matrix``)."""
+    """The pytest command line for ``run`` (also used by ``matrix``); the backend, engine and client are
+    checked first, so a bad one is one line and exit 2 before pytest starts (no silent acceptance)."""
+    from harness.clients.registry import check_client_spec
+    from harness.topology import resolve
+
+    resolve(args.backend, args.engine)
+    check_client_spec(args.client)
     paths = args.paths or [str(repo_root() / "suites")]
     for p in paths:
         target = p.split("::", 1)[0]
@@ -42,6 +48,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     argv = pytest_args(args)
     results = Path(args.results) if args.results else reports_dir() / "allure-results"
+    reason = unwritable_reason(results)
+    if reason:
+        raise ConfigError(f"cannot write Allure results into {results} ({reason}); choose a folder with --results")
     if results.exists() and not args.append_results:
         shutil.rmtree(results)  # one run, one set of results (trends come from the previous report)
     print(f"[failover-harness] pytest {' '.join(argv)}", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.errors import ConfigError
 from harness.faults import Faults
 from harness.topology import resolve
@@ -76,10 +77,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Print a run's current roles and addresses."""
     topo = attach(args.run)
     desc = topo.describe()
+    topo.check_processes(desc)  # each process checked: 'dead' for one that is gone, never a stale 'running'
     if args.json:
         print(json.dumps(desc))
-    else:
-        _print_human(desc)
+        return 0
+    _print_human(desc)
+    print("  processes:")
+    for p in desc["processes"]:
+        pid = f"pid {p['pid']}" if p["pid"] else "-"
+        print(f"    {p['name']:16} {p['kind']:11} {pid:11} {p['state']:8} {p['detail']}".rstrip())
+    if desc["fault_proxy"].get("state") == "dead":
+        print(f"  clients cannot reach any node: the fault proxy is dead (tear down with "
+              f"'failover-harness down --run {desc['run']}' and start again with 'up')")
     return 0
 
 
@@ -158,11 +167,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", help="switchover, failover, rejoin, stop, start, kill, pause, resume, "
                                   "partition, latency, heal")
     p.add_argument("node", nargs="?", help="node name (n1, n2, ...)")
-    p.add_argument("value", nargs="?", help="latency in ms")
+    p.add_argument("value", nargs="?", type=latency_ms, help="latency in ms (0 to one day)")
     p.add_argument("--mode", default="fast", choices=["fast", "immediate", "smart"], help="stop mode")
     p.add_argument("--scope", default="postmaster", choices=["postmaster", "all"], help="pause scope")
     p.add_argument("--how", default="blackhole", choices=["blackhole", "refuse", "reset"], help="partition kind")
-    p.add_argument("--jitter", type=float, default=0.0, help="latency jitter in ms")
+    p.add_argument("--jitter", type=jitter_ms, default=0, help="latency jitter in ms (0 to one day)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fault)
 

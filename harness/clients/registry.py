@@ -126,3 +126,17 @@ def resolve_client(spec: str | None, profile: str | None = None) -> ClientEntry:
     raise UnknownClientError(
         f"unknown client {name!r}{where}; known clients: {', '.join(known) or 'none registered yet'}. "
         "Give a registered name or an import path such as my_package.my_module:make_client")
+
+
+def check_client_spec(spec: str | None) -> None:
+    """Refuse a ``--client`` that names nothing, before any test runs and whichever tests are collected
+    (no silent acceptance: a run must never pass and credit a client that does not exist). An import
+    path ``module:attr`` must import to a callable, ``PROFILE/NAME`` must be registered for that profile,
+    and a plain ``NAME`` for some profile; otherwise a ConfigError names the known clients."""
+    if not spec:
+        return
+    _load_builtins()
+    with _lock:
+        names = {n for _, n in _clients}
+    if ":" in spec or "/" in spec or spec not in names:
+        resolve_client(spec)  # raises naming the problem; a plain name of several profiles is fine here

@@ -15,7 +15,9 @@ Network faults act on the fault proxy in front of a node (:class:`harness.topolo
 
 * ``partition(node, how="blackhole")``: a ``timeout`` toxic with timeout 0 on both streams - the
   client's TCP connect succeeds but nothing ever answers (how SQL Server retry times are observed).
-* ``partition(node, how="refuse")``: the proxy is disabled - connects get ECONNREFUSED at once.
+* ``partition(node, how="refuse")``: the proxy is disabled - connects get ECONNREFUSED at once. No
+  proxy sees them; the refused-connect capture does (``conn.refused``), and the fault's ``params``
+  name the ``proxy`` and its ``listen`` address so that a checker knows whose connects were refused.
 * ``partition(node, how="reset")``: a ``reset_peer`` toxic - the first bytes get a TCP RST.
 
 Server faults (stop, kill, pause) and role operations (switchover, failover) act on the topology.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +42,35 @@ Scoped = contextlib.AbstractContextManager[Any]
 
 _ids = itertools.count(1)
 STREAMS = ("upstream", "downstream")
+
+#: The longest delay a fault takes (one day, in ms): longer is not a test, and huge or non-finite
+#: values overflow the timers of the proxy and of this process.
+MAX_MS = 86_400_000
+#: The largest byte count or rate a fault takes (exact as a float, within Toxiproxy's int64).
+MAX_COUNT = 2**53
+
+
+def _number(what: str, value: Any, maximum: float, unit: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not 0 <= value <= maximum:
+        raise ConfigError(f"{what} must be a finite number of {unit}, >= 0 and <= {maximum:.0f}, not {value!r}")
+    return float(value)
+
+
+def milliseconds(what: str, value: Any) -> int:
+    """A fault's delay in whole ms as Toxiproxy takes it: finite, 0 to :data:`MAX_MS` (a bad value is a
+    ConfigError naming it, never an overflow in the proxy)."""
+    return int(_number(what, value, MAX_MS, "milliseconds (one day at most)"))
+
+
+def count(what: str, value: Any) -> int:
+    """A byte count or rate for a toxic: finite, 0 to :data:`MAX_COUNT`."""
+    return int(_number(what, value, MAX_COUNT, "bytes" if "bytes" in what else "KB/s"))
+
+
+def seconds(what: str, value: Any) -> float:
+    """A schedule time (``after=`` / ``duration=``) in seconds: finite, 0 to one day."""
+    return _number(what, value, MAX_MS / 1000, "seconds (one day at most)")
 
 
 class ScheduledFault:
@@ -146,9 +178,9 @@ class Faults:
                          after: float | None, duration: float | None) -> Scoped:
         if after is None and duration is None:
             return factory()
-        if (after or 0) < 0 or (duration is not None and duration < 0):
-            raise ConfigError(f"{name}: after= and duration= must be >= 0 seconds")
-        return ScheduledFault(name, factory, after or 0.0, duration)
+        after = seconds(f"{name}: after=", after or 0)
+        duration = None if duration is None else seconds(f"{name}: duration=", duration)
+        return ScheduledFault(name, factory, after, duration)
 
     def _add_toxics(self, fault: str, fid: int | str, node: str, toxics: list[dict[str, Any]]) -> Callable[[], None]:
         """Add ``toxics`` to the node's client proxy; returns the function that removes them."""
@@ -189,16 +221,23 @@ class Faults:
             how = params.get("how", "blackhole")
             if how == "refuse":
                 self._links.client.disable_proxy(self._proxy(node))
+                params = {**params, **self._refused_at(node)}
             else:
                 self._add_toxics("partition", fid, node, self._partition_toxics(how))
         elif fault == "latency":
+            attributes = {"latency": milliseconds("latency", params["ms"]),
+                          "jitter": milliseconds("latency jitter", params.get("jitter", 0))}
             self._add_toxics("latency", fid, node, [
-                {"type": "latency", "stream": s,
-                 "attributes": {"latency": int(params["ms"]), "jitter": int(params.get("jitter", 0))}}
-                for s in STREAMS])
+                {"type": "latency", "stream": s, "attributes": attributes} for s in STREAMS])
         else:
             raise ConfigError(f"no persistent form of fault {fault!r}")
         self._record("fault.start", fault=fault, id=fid, node=node, params=params)
+
+    def _refused_at(self, node: str) -> dict[str, str]:
+        """What a ``refuse`` partition of ``node`` disables: its client ``proxy`` and ``listen`` address
+        (recorded in the fault's params: the MIR checkers tie refused connects to a partner by them)."""
+        host, port = self.topology.node(node).client_address
+        return {"proxy": self._proxy(node), "listen": f"{host}:{port}"}
 
     @staticmethod
     def _partition_toxics(how: str) -> list[dict[str, Any]]:
@@ -228,11 +267,12 @@ class Faults:
         if how == "refuse":
             proxy = self._proxy(node)
             client = self._links.client
-            with self._recorded("partition", node, {"how": how}):
+            with self._recorded("partition", node, {"how": how, **self._refused_at(node)}):
                 client.disable_proxy(proxy)
                 try:
                     yield
                 finally:
+                    self.topology.settle_observations()  # every refused connect is in the history
                     client.enable_proxy(proxy)
             return
         with self._toxics("partition", node, self._partition_toxics(how), {"how": how}):
@@ -263,10 +303,8 @@ class Faults:
     def latency(self, node: str, ms: float, jitter: float = 0, stream: str = "downstream",
                 after: float | None = None, duration: float | None = None) -> Scoped:
         """Delay data to/from ``node`` by ``ms`` ± ``jitter`` milliseconds."""
-        if ms < 0 or jitter < 0:
-            raise ConfigError("latency ms and jitter must be >= 0")
-        toxics = [{"type": "latency", "stream": s, "attributes": {"latency": int(ms), "jitter": int(jitter)}}
-                  for s in self._streams(stream)]
+        attributes = {"latency": milliseconds("latency ms", ms), "jitter": milliseconds("latency jitter", jitter)}
+        toxics = [{"type": "latency", "stream": s, "attributes": attributes} for s in self._streams(stream)]
         params = {"ms": ms, "jitter": jitter, "stream": stream}
         return self._maybe_scheduled(f"latency-{node}", lambda: self._toxics("latency", node, toxics, params),
                                      after, duration)
@@ -274,9 +312,8 @@ class Faults:
     def bandwidth(self, node: str, kbps: float, stream: str = "downstream", after: float | None = None,
                   duration: float | None = None) -> Scoped:
         """Throttle data to/from ``node`` to ``kbps`` KB/s (1 KB = 1000 bytes; 0 stalls)."""
-        if kbps < 0:
-            raise ConfigError("bandwidth kbps must be >= 0")
-        toxics = [{"type": "bandwidth", "stream": s, "attributes": {"rate": int(kbps)}} for s in self._streams(stream)]
+        rate = count("bandwidth kbps", kbps)
+        toxics = [{"type": "bandwidth", "stream": s, "attributes": {"rate": rate}} for s in self._streams(stream)]
         return self._maybe_scheduled(f"bandwidth-{node}",
                                      lambda: self._toxics("bandwidth", node, toxics, {"kbps": kbps, "stream": stream}),
                                      after, duration)
@@ -284,8 +321,8 @@ class Faults:
     def slow_close(self, node: str, delay_ms: float, stream: str = "downstream", after: float | None = None,
                    duration: float | None = None) -> Scoped:
         """Delay the close of connections to ``node`` by ``delay_ms``."""
-        toxics = [{"type": "slow_close", "stream": s, "attributes": {"delay": int(delay_ms)}}
-                  for s in self._streams(stream)]
+        delay = milliseconds("slow_close delay_ms", delay_ms)
+        toxics = [{"type": "slow_close", "stream": s, "attributes": {"delay": delay}} for s in self._streams(stream)]
         return self._maybe_scheduled(f"slow-close-{node}",
                                      lambda: self._toxics("slow_close", node, toxics, {"delay_ms": delay_ms}),
                                      after, duration)
@@ -293,8 +330,8 @@ class Faults:
     def limit_data(self, node: str, nbytes: int, stream: str = "downstream", after: float | None = None,
                    duration: float | None = None) -> Scoped:
         """Close connections to ``node`` after ``nbytes`` bytes in ``stream``."""
-        toxics = [{"type": "limit_data", "stream": s, "attributes": {"bytes": int(nbytes)}}
-                  for s in self._streams(stream)]
+        limit = count("limit_data nbytes", nbytes)
+        toxics = [{"type": "limit_data", "stream": s, "attributes": {"bytes": limit}} for s in self._streams(stream)]
         return self._maybe_scheduled(f"limit-data-{node}",
                                      lambda: self._toxics("limit_data", node, toxics, {"bytes": nbytes}),
                                      after, duration)

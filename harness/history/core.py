@@ -51,6 +51,8 @@ class History:
         self._events: list[Event] = []
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
+        self._settlers: list[Callable[[], None]] = []
+        self._settling = threading.local()
         self.meta: dict[str, Any] = dict(meta or {})
         self.meta.setdefault("monotonic_origin", time.monotonic())
         self.meta.setdefault("wall_origin", time.time())
@@ -96,8 +98,35 @@ class History:
 
         return unsubscribe
 
+    def add_settler(self, settle: Callable[[], None]) -> Callable[[], None]:
+        """Register ``settle``, called before every snapshot (:meth:`events`): it returns once every
+        observation an outside observer has made so far (a fault proxy's log, a packet capture) is
+        recorded here, so no checker judges a history that lags what was seen (OBS-1). Returns the
+        function that removes it again."""
+        self._settlers.append(settle)
+
+        def remove() -> None:
+            if settle in self._settlers:
+                self._settlers.remove(settle)
+
+        return remove
+
+    def settle(self) -> None:
+        """Run the registered settlers (not re-entrant: a settler that reads the history is not
+        called again from inside itself)."""
+        if getattr(self._settling, "active", False):
+            return
+        self._settling.active = True
+        try:
+            for settle in list(self._settlers):
+                settle()
+        finally:
+            self._settling.active = False
+
     def events(self, prefix: str | None = None) -> list[Event]:
-        """A snapshot of the events, optionally only those whose type starts with ``prefix``."""
+        """A snapshot of the events, optionally only those whose type starts with ``prefix``, taken
+        after every registered settler has delivered what its observer saw (:meth:`add_settler`)."""
+        self.settle()
         with self._lock:
             snapshot = list(self._events)
         if prefix is None:

@@ -9,7 +9,10 @@ File format (``*.jsonl``, UTF-8, one JSON object per line)::
 The first line is the header; every later line is one :class:`~harness.history.core.Event` in its
 ``to_dict`` form. Events keep their ``index`` and ``t`` exactly (floats are written with Python's
 shortest round-trip representation). Values JSON cannot hold are written as text (tuples become
-lists, sets sorted lists, bytes/paths/exceptions strings).
+lists, sets sorted lists, bytes/paths/exceptions strings). Every string written goes through
+:func:`harness.secrets.redact_data` first: no password reaches a history file (issue 17), whatever
+field it was recorded in (``connstring``, ``error``, ``dsn``, the topology's meta …). Only the
+written copy is redacted; the live history keeps what was recorded.
 
 :class:`HistoryWriter` streams the same format while a run is going on (one line per event, flushed),
 so a crashed run still leaves its history behind; the loader tolerates a torn last line.
@@ -25,6 +28,7 @@ from typing import IO, Any
 
 from harness.errors import ConfigError
 from harness.history.core import Event, History
+from harness.secrets import redact, redact_data
 
 FORMAT = "failover-harness-history"
 VERSION = 1
@@ -32,19 +36,20 @@ VERSION = 1
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
+        return redact_data(sorted(value, key=repr))
     if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
+        return redact(value.decode("utf-8", "backslashreplace"))
     if isinstance(value, BaseException):
-        return f"{type(value).__name__}: {value}"
+        return redact(f"{type(value).__name__}: {value}")
     if hasattr(value, "to_dict"):
-        return value.to_dict()
-    return str(value)
+        return redact_data(value.to_dict())
+    return redact(str(value))
 
 
 def dumps_line(obj: dict[str, Any]) -> str:
-    """One JSON-lines record (no trailing newline); non-JSON values are written as text."""
-    return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+    """One JSON-lines record (no trailing newline), passwords redacted (issue 17); non-JSON values
+    are written as text."""
+    return json.dumps(redact_data(obj), default=_json_default, ensure_ascii=False, separators=(",", ":"))
 
 
 def header(meta: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +83,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Event
 
     Raises :class:`~harness.errors.ConfigError` naming the file and line for anything that is not a
     history. A torn *last* line (a run that crashed while writing) is skipped."""
+    from harness.history.schema import check_history_path, validate_header  # header and meta: a schema
+
     path = Path(path)
+    check_history_path(path)
     try:
         # split on "\n" only: str.splitlines() would also split inside strings holding U+0085/U+2028
         lines = [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n")]
@@ -98,6 +106,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Event
     if not isinstance(head, dict) or "meta" not in head:
         raise ConfigError(f"{path}:1: the first line must be the header "
                           f'{{"format": "{FORMAT}", "version": {VERSION}, "meta": {{...}}}}')
+    validate_header(path, head)
     if head.get("version", VERSION) > VERSION:
         raise ConfigError(f"{path}: history format version {head['version']} is newer than this "
                           f"harness understands ({VERSION}); upgrade failover-harness")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.history.core import Event, History
+from harness.secrets import redact
 
 WIDTH = 1200
 LABEL_W = 190
@@ -162,6 +163,10 @@ def _build(events: list[Event]) -> _Model:
         if kind == "conn.accepted":
             c = _Conn((e.get("proxy"), e.get("conn_id")), e)
             conns[c.key] = c
+            model.conns.append(c)
+            node_lane(c.lane)
+        elif kind == "conn.refused":  # seen by the packet capture: an instant refused connection
+            c = _Conn(("refused", e.index), e, closed=e, upstream_failed=e)
             model.conns.append(c)
             node_lane(c.lane)
         elif kind.startswith("conn."):
@@ -414,7 +419,7 @@ class _Svg:
         self.root.set("viewBox", f"0 0 {WIDTH} {height}")
         self.el(self.layers["background"], "rect", None, x=0, y=0, width=WIDTH, height=height, fill="#ffffff")
         ET.indent(self.root, space="")
-        return ET.tostring(self.root, encoding="unicode")
+        return _serialise(self.root)
 
     def summary(self) -> str:
         meta, m = self.meta, self.m
@@ -595,6 +600,16 @@ class _Svg:
         close = _close_category(c)
         t_end = c.closed.t if c.closed is not None else m.t1
         a = c.accepted
+        if a.type == "conn.refused":
+            lines = [f"connect refused at proxy {a.get('proxy')} (disabled), seen by the packet capture",
+                     f"SYN {self.when(a.t)} from {a.get('client')} to {a.get('listen')}, RST "
+                     f"{_fmt_s(float(a.get('seconds') or 0.0))} later"]
+            if c.attempt is not None:
+                lines.append(f"client session {c.attempt.process}, attempt {c.attempt.start.get('attempt')}"
+                             f" ({c.attempt.start.get('target')})")
+            self.bar(g, a.t, a.t, y, h, OUTCOMES["refused"][0], "\n".join(lines), "bar conn conn-refused", None,
+                     indices=[a.index])
+            return
         lines = [f"connection {a.get('conn_id')} via proxy {a.get('proxy')}"
                  + (f" to node {a.get('node')}" if a.get("node") else ""),
                  f"outcome: {OUTCOMES[outcome][1]}",
@@ -829,6 +844,16 @@ def _num(value: Any) -> str:
     return str(value)
 
 
+def _serialise(root: ET.Element) -> str:
+    """The SVG text of ``root`` with every text, tail and attribute redacted (no password in a
+    timeline, issue 17: hover texts quote event fields such as ``error``)."""
+    for node in root.iter():
+        node.text, node.tail = redact(node.text), redact(node.tail)
+        for key, value in node.attrib.items():
+            node.attrib[key] = redact(value)
+    return ET.tostring(root, encoding="unicode")
+
+
 def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[str, Any]],
                title: str = "History timeline", meta: Mapping[str, Any] | None = None,
                evidence: Iterable[int] = ()) -> str:
@@ -839,7 +864,7 @@ def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[s
     ``evidence`` (event indices, e.g. of a violated verdict) outlines the bars drawn from those events
     in red and marks each evidence event on an *Evidence* band.
     An empty history gives a small picture saying so. Serves every rule indirectly: it is the picture
-    attached to each suite test next to the history."""
+    attached to each suite test next to the history. No password reaches the picture (issue 17)."""
     events, meta_d = _coerce(history_or_events, meta)
     if not events:
         root = ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "width": str(WIDTH),
@@ -851,5 +876,5 @@ def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[s
         t.text = title
         t2 = ET.SubElement(root, "text", {"x": "10", "y": "44", "fill": "#757575"})
         t2.text = "empty history: no events were recorded"
-        return ET.tostring(root, encoding="unicode")
+        return _serialise(root)
     return _Svg(_build(events), meta_d, evidence).render(title)

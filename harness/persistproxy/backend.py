@@ -119,7 +119,7 @@ async def connect_backend(address: Address, user: str, password: str | None, par
     except BackendError:
         conn.close()
         raise
-    except (OSError, ValueError, struct.error) as exc:
+    except (OSError, ValueError, struct.error, pq.ProtocolError) as exc:
         conn.close()
         raise BackendError(f"login to {address[0]}:{address[1]} failed: {exc}") from exc
     return conn

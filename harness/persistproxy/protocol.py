@@ -19,6 +19,14 @@ CANCEL_REQUEST = 80877102
 
 MAX_STARTUP_LEN = 10_000
 MAX_MESSAGE_LEN = 1 << 30  # PostgreSQL's own limit for one message
+DEFAULT_MAX_MESSAGE_SIZE = 64 << 20  # the proxy's default limit for one frontend message (64 MiB)
+
+#: frontend message type byte -> name, for error messages
+FRONT_NAMES = {
+    ord("Q"): "Query", ord("P"): "Parse", ord("B"): "Bind", ord("E"): "Execute", ord("D"): "Describe",
+    ord("C"): "Close", ord("S"): "Sync", ord("H"): "Flush", ord("F"): "FunctionCall", ord("X"): "Terminate",
+    ord("d"): "CopyData", ord("c"): "CopyDone", ord("f"): "CopyFail", ord("p"): "PasswordMessage",
+}
 
 _I32 = struct.Struct("!i")
 
@@ -78,8 +86,11 @@ def payload(message: bytes) -> bytes:
 
 def read_cstr(data: bytes, pos: int, encoding: str = "utf-8") -> tuple[str, int]:
     """Read a NUL-terminated string at ``pos``; return it and the position after the NUL.
-    Undecodable bytes are kept (``surrogateescape``) so that re-encoding gives them back."""
-    end = data.index(b"\0", pos)
+    Undecodable bytes are kept (``surrogateescape``) so that re-encoding gives them back.
+    Raises :class:`ProtocolError` when no NUL follows ``pos`` (a malformed message, never a crash)."""
+    end = data.find(b"\0", pos)
+    if end < 0:
+        raise ProtocolError("a string field is not NUL-terminated")
     return data[pos:end].decode(encoding, "surrogateescape"), end + 1
 
 
@@ -194,7 +205,7 @@ def parse_startup(body: bytes) -> tuple[int, dict[str, str]]:
             key, pos = read_cstr(body, pos)
             value, pos = read_cstr(body, pos)
             params[key] = value
-    except ValueError as exc:
+    except ProtocolError as exc:
         raise ProtocolError("startup packet: unterminated parameter string") from exc
     return code, params
 

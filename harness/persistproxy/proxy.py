@@ -22,6 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.errors import ConfigError
+from harness.secrets import protect_logger
+
 from . import protocol as pq
 from .backend import (
     Address,
@@ -34,11 +37,18 @@ from .backend import (
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
 from .state import NOT_SETTABLE, SessionState, quote_literal
 
-log = logging.getLogger(__name__)
+log = protect_logger(logging.getLogger(__name__))  # log lines hold no password (issue 17)
 
 EventCallback = Callable[..., Any]
 
 _FRONT_TYPES = frozenset(b"QPBEDCSHFXdcf")
+# Types relayed as a stream once they exceed _STREAM_FROM bytes: the proxy needs only their first
+# bytes (Bind: the portal and statement names) or nothing of them (CopyData, FunctionCall).
+_STREAMED = frozenset(b"dBF")
+_STREAM_FROM = 256 << 10
+_CHUNK = 256 << 10
+_MIN_MESSAGE_SIZE = 64 << 10
+_MAX_AUTH_MESSAGE = 65535  # PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH
 _FALSE = ("0", "false", "off", "no")
 
 # SQLSTATEs used when the proxy closes a session
@@ -67,6 +77,10 @@ class ProxyConfig:
     ``on_event``: called as ``on_event(type, **fields)`` (``History.record`` fits).
     ``database``: database of the proxy's own probe logins (sessions use their own).
     ``auto_resume``: after a drain, resume by itself once the resolver names a new principal.
+    ``max_message_size``: the largest frontend message a session may announce (default 64 MiB); a
+    larger one is answered with a FATAL 08P01 naming the limit and closes that session only.
+    ``allowed_principals``: addresses, besides ``candidates``, that the admin ``POST /resume`` may
+    name (e.g. every node of the topology); any other address is refused with 403.
     """
 
     user: str
@@ -86,12 +100,18 @@ class ProxyConfig:
     auth_timeout: float = 60.0  # startup + authentication of a front client
     eager_reattach: bool = True  # unplanned failover: re-attach idle sessions at once
     auto_resume: bool = False
+    max_message_size: int = pq.DEFAULT_MAX_MESSAGE_SIZE
+    allowed_principals: Sequence[Address] = ()
 
     def __post_init__(self) -> None:
         if self.front_auth not in ("scram", "password", "trust"):
-            raise ValueError(f"front_auth must be scram, password or trust, not {self.front_auth!r}")
+            raise ConfigError(f"front_auth must be scram, password or trust, not {self.front_auth!r}")
         if self.resolver is None and not self.candidates:
-            raise ValueError("give a resolver or at least one candidate backend address")
+            raise ConfigError("give a resolver or at least one candidate backend address")
+        if (isinstance(self.max_message_size, bool) or not isinstance(self.max_message_size, int)
+                or not _MIN_MESSAGE_SIZE <= self.max_message_size <= pq.MAX_MESSAGE_LEN):
+            raise ConfigError(f"max_message_size must be an integer number of bytes from {_MIN_MESSAGE_SIZE} "
+                              f"to {pq.MAX_MESSAGE_LEN} (1 GiB), not {self.max_message_size!r}")
         if self.front_users is None:
             self.front_users = {self.user: self.password or ""}
 
@@ -143,8 +163,9 @@ class Session:
     async def _read_front_message(self) -> tuple[bytes, bytes]:
         header = await self._read_exact(5)
         length = struct.unpack_from("!i", header, 1)[0]
-        if length < 4 or length > 1_000_000:
-            raise pq.ProtocolError(f"invalid message length {length}")
+        if length < 4 or length > _MAX_AUTH_MESSAGE:
+            raise pq.ProtocolError(f"invalid length {length} of an authentication message "
+                                   f"(4 to {_MAX_AUTH_MESSAGE} bytes)")
         body = await self._read_exact(length - 4)
         return header[:1], header + body
 
@@ -193,7 +214,8 @@ class Session:
             if params is None or not await self._open(params):
                 return
             await self._front_loop()
-        except pq.ProtocolError as exc:
+        except pq.ProtocolError as exc:  # the client's fault: answered and logged, no traceback
+            log.info("session %s: protocol violation: %s", self.id, exc)
             await self.fail(PROTOCOL_VIOLATION, f"protocol violation: {exc}")
         except SessionClosed:
             pass
@@ -307,7 +329,7 @@ class Session:
             if kind != b"p":
                 raise ScramError("expected a SASLResponse")
             final = server.server_final(pq.payload(message))
-        except (ScramError, ValueError, struct.error):
+        except (ScramError, ValueError, struct.error, pq.ProtocolError):
             await self.fail("28P01", f'password authentication failed for user "{self.user}"')
             return False
         if not known:
@@ -460,6 +482,10 @@ class Session:
             server_error = server_error or str(exc)
         except asyncio.CancelledError:
             return
+        except Exception as exc:  # a bug must close this session, not leave it hanging
+            log.exception("session %s: relaying from the server failed", self.id)
+            await self.fail("XX000", f"persistent proxy internal error: {exc}")
+            return
         if back is not self.back or self.detached or self.closed:
             return
         await self._back_lost(server_error)
@@ -501,19 +527,18 @@ class Session:
         assert st is not None
         buf = self.fbuf
         proxy = self.proxy
+        limit = proxy.config.max_message_size
         while True:
             n = len(buf)
             pos = 0
             block_start = 0
+            rest = 0  # bytes still to come of a message relayed as a stream
             while n - pos >= 5:
                 t = buf[pos]
                 length = int.from_bytes(buf[pos + 1:pos + 5], "big", signed=True)
-                if length < 4 or length > pq.MAX_MESSAGE_LEN:
-                    raise pq.ProtocolError(f"invalid message length {length}")
-                if t not in _FRONT_TYPES:
-                    raise pq.ProtocolError(f"unexpected message type {chr(t)!r}")
+                _check_front_header(t, length, limit)
                 end = pos + 1 + length
-                if end > n:
+                if end > n and not _streamable(t, length, buf, pos, n):
                     break
                 if t == 88:  # Terminate
                     if pos > block_start:
@@ -532,15 +557,36 @@ class Session:
                         await proxy._wait_gate(self)
                         await self._ensure_back()
                 if t != 100:  # CopyData carries no state
-                    st.on_front(buf[pos:pos + 1], bytes(buf[pos:end]))
+                    _track_front(st, t, bytes(buf[pos:min(end, n)]))
+                if end > n:  # a large message the proxy does not need whole: relay the rest as it comes
+                    rest, pos = end - n, n
+                    break
                 pos = end
             if pos > block_start:
                 await self._to_back(bytes(buf[block_start:pos]))
             del buf[:pos]
-            chunk = await self.fr.read(262144)
+            if rest:
+                await self._relay_stream(rest)
+                continue
+            chunk = await self.fr.read(_CHUNK)
             if not chunk:
                 return
             buf += chunk
+
+    async def _relay_stream(self, rest: int) -> None:
+        """Relay the last ``rest`` bytes of a large CopyData/Bind/FunctionCall message to the back
+        connection as they arrive, never holding more than one read chunk (issue 17: bounded memory)."""
+        back = self.back
+        while rest > 0:
+            chunk = await self.fr.read(min(rest, _CHUNK))
+            if not chunk:
+                raise ConnectionError("client closed the connection in the middle of a message")
+            rest -= len(chunk)
+            if self.back is not back or back is None:
+                await self.fail(CONNECTION_FAILURE, "persistent connection lost: the back connection broke "
+                                "while a large message was being relayed")
+                raise SessionClosed()
+            await self._to_back(chunk)
 
     async def _to_back(self, data: bytes) -> None:
         if self.back is None:
@@ -553,6 +599,39 @@ class Session:
                 await writer.drain()
         except (ConnectionError, OSError):
             pass  # the back loop sees the broken connection and decides (PER-1 / PER-4..8)
+
+
+def _check_front_header(t: int, length: int, limit: int) -> None:
+    """Refuse a frontend message of an unknown type, an impossible length or one above
+    ``max_message_size`` (issue 17) with a :class:`ProtocolError` naming the problem."""
+    if t not in _FRONT_TYPES:
+        raise pq.ProtocolError(f"unexpected message type {chr(t)!r}")
+    name = pq.FRONT_NAMES[t]
+    if length < 4:
+        raise pq.ProtocolError(f"invalid length {length} of a {name} message (at least 4)")
+    if length > limit:
+        raise pq.ProtocolError(f"{name} message of {length} bytes exceeds the persistent proxy's limit of "
+                               f"{limit} bytes (max_message_size)")
+
+
+def _streamable(t: int, length: int, buf: bytearray, pos: int, n: int) -> bool:
+    """Whether the incomplete message at ``pos`` can be relayed as a stream now: a large CopyData or
+    FunctionCall at once, a large Bind once its portal and statement names have arrived."""
+    if t not in _STREAMED or length < _STREAM_FROM:
+        return False
+    if t != 66:  # 'B'
+        return True
+    first = buf.find(b"\0", pos + 5, n)
+    return first >= 0 and buf.find(b"\0", first + 1, n) >= 0
+
+
+def _track_front(st: SessionState, t: int, message: bytes) -> None:
+    """Record a frontend message in the session state; a malformed one is a :class:`ProtocolError`
+    naming the message (08P01 for the client, no traceback)."""
+    try:
+        st.on_front(message[:1], message)
+    except pq.ProtocolError as exc:
+        raise pq.ProtocolError(f"malformed {pq.FRONT_NAMES[t]} message: {exc}") from None
 
 
 class PersistentProxy:
@@ -671,6 +750,20 @@ class PersistentProxy:
                                              cfg.connect_timeout)
         self._principal = address
         return address
+
+    def allowed_principals(self) -> list[Address]:
+        """The addresses an admin ``POST /resume`` may name: the configured ``candidates`` and
+        ``allowed_principals`` (issue 17: the proxy logs in there with its real credentials)."""
+        out: list[Address] = []
+        for host, port in [*self.config.candidates, *self.config.allowed_principals]:
+            if (str(host), int(port)) not in out:
+                out.append((str(host), int(port)))
+        return out
+
+    def allows_principal(self, address: Address) -> bool:
+        """Whether ``address`` is one of :meth:`allowed_principals` (host compared case-insensitively)."""
+        host, port = str(address[0]).lower(), int(address[1])
+        return any(h.lower() == host and p == port for h, p in self.allowed_principals())
 
     async def _wait_gate(self, session: Session) -> None:
         assert self._gate is not None

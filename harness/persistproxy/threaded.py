@@ -4,11 +4,12 @@ background thread, with blocking ``drain``/``resume``/``status`` for tests and s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .admin import AdminServer
+from .admin import AdminServer, new_token
 from .backend import Address
 from .proxy import PersistentProxy, ProxyConfig
 
@@ -17,13 +18,20 @@ T = TypeVar("T")
 
 class ThreadedPersistentProxy:
     """``with ThreadedPersistentProxy(config) as proxy: proxy.address ...`` - the persistent proxy
-    (PER-1..PER-8) in a daemon thread. ``admin=("127.0.0.1", 0)`` also starts the HTTP admin."""
+    (PER-1..PER-8) in a daemon thread. ``admin=("127.0.0.1", 0)`` also starts the HTTP admin, whose
+    state-changing requests need :attr:`admin_token` (a new random one per proxy unless given);
+    a non-loopback ``admin`` address needs ``allow_remote_admin=True``."""
 
-    def __init__(self, config: ProxyConfig, admin: Address | None = None) -> None:
+    def __init__(self, config: ProxyConfig, admin: Address | None = None, *, admin_token: str | None = None,
+                 allow_remote_admin: bool = False) -> None:
         self.config = config
         self.proxy = PersistentProxy(config)
-        self._admin_listen = admin
+        #: the token the admin API requires (``X-Failover-Harness-Token``); None without an admin API
+        self.admin_token: str | None = None
         self.admin: AdminServer | None = None
+        if admin is not None:  # checked here (loopback unless allowed), served from start()
+            self.admin_token = admin_token or new_token()
+            self.admin = AdminServer(self.proxy, *admin, token=self.admin_token, allow_remote=allow_remote_admin)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.address: Address | None = None
@@ -40,11 +48,12 @@ class ThreadedPersistentProxy:
             asyncio.set_event_loop(loop)
             try:
                 self.address = loop.run_until_complete(self.proxy.start())
-                if self._admin_listen is not None:
-                    self.admin = AdminServer(self.proxy, *self._admin_listen)
+                if self.admin is not None:
                     self.admin_address = loop.run_until_complete(self.admin.start())
             except BaseException as exc:  # reported to the starting thread
                 error.append(exc)
+                with contextlib.suppress(Exception):  # release whatever was bound
+                    loop.run_until_complete(self.proxy.stop())
                 ready.set()
                 loop.close()
                 return

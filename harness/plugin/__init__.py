@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plugin.clients import client_factory, client_spec
+from harness.plugin.clients import check_client, client_factory, client_spec
 from harness.plugin.history import history, pytest_runtest_teardown
 from harness.plugin.options import (
     HarnessOptions,
@@ -42,17 +42,22 @@ from harness.plugin.verdict import VerdictCheck, check, pytest_runtest_setup, py
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers, build the run's options and refuse a backend that cannot run here."""
+    """Register the markers, build the run's options and refuse, before any test, a backend that cannot
+    run here or a client that does not exist."""
     configure_options(config)
+    from harness.report.allure import install_redaction
+
+    install_redaction(config)  # nothing allure-pytest writes holds a password (issue 17)
     config.addinivalue_line(
         "markers", "topology(mode='sync', mirror_readable=False, nodes=N, links='proxy'): how the test's "
                    "pair or group is built")
     config.addinivalue_line("markers", NOT_ON_MARKER)
     check_backend(config)
+    check_client(config)
 
 
 __all__ = [
-    "HarnessOptions", "VerdictCheck", "_topology_factory", "add_environment", "check", "client_factory",
+    "HarnessOptions", "VerdictCheck", "_topology_factory", "add_environment", "check", "check_client", "client_factory",
     "client_spec", "faults", "group", "harness_options", "history", "pair", "pytest_addoption",
     "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header", "pytest_runtest_makereport",
     "pytest_runtest_setup",

@@ -8,9 +8,19 @@ from typing import Any
 
 import pytest
 
-from harness.clients.registry import resolve_client
-from harness.plugin.options import HarnessOptions, rule_ids_of
+from harness.clients.registry import check_client_spec, resolve_client
+from harness.errors import HarnessError
+from harness.plugin.options import OPTIONS_KEY, HarnessOptions, rule_ids_of
 from harness.profiles import profile_of_rules
+
+
+def check_client(config: pytest.Config) -> None:
+    """Refuse an unknown ``--client`` in one line at start-up, before any test and for every suite,
+    whether or not a test of that client's profile is collected (never a silent pass)."""
+    try:
+        check_client_spec(config.stash[OPTIONS_KEY].client)
+    except HarnessError as exc:
+        raise pytest.UsageError(f"failover-harness: {exc}") from None
 
 
 @pytest.fixture(scope="session")

@@ -61,11 +61,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _history_dir(config: pytest.Config) -> Path:
     option = config.getoption("history_dir")
     if option:
-        return Path(option).resolve()
-    env = os.environ.get("FAILOVER_HARNESS_REPORTS")
-    if env:
-        return Path(env) / "histories"
-    return config.rootpath / "reports" / "histories"
+        path = Path(option).resolve()
+    elif os.environ.get("FAILOVER_HARNESS_REPORTS"):
+        path = Path(os.environ["FAILOVER_HARNESS_REPORTS"]) / "histories"
+    else:
+        path = config.rootpath / "reports" / "histories"
+    if path.exists() and not path.is_dir():  # bad input: one line before any test, not a crash at the first save
+        raise pytest.UsageError(f"failover-harness: the history folder {path} is a file; give a folder with "
+                                "--history-dir DIR")
+    return path
 
 
 def configure_options(config: pytest.Config) -> HarnessOptions:

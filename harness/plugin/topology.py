@@ -72,6 +72,16 @@ def _environment(config: pytest.Config, topo: Topology) -> None:
                     fault_proxy__version=proxy.get("version") or "-")
 
 
+def _capture_environment(config: pytest.Config, history: History) -> None:
+    """Say in the report environment whether refused connects were observed (``harness.capture``,
+    OBS-1): ``refused_connect_capture=af_packet:lo`` or ``unavailable: <reason>``."""
+    status = history.events("harness.capture")
+    if status:
+        last = status[-1]
+        add_environment(config, refused_connect_capture=last.get("method") if last.get("available")
+                        else f"unavailable: {last.get('reason')}")
+
+
 @pytest.fixture
 def _topology_factory(request: pytest.FixtureRequest, history: History) -> Iterator[Callable[[int], Topology]]:
     opts = request.config.stash[OPTIONS_KEY]
@@ -85,6 +95,7 @@ def _topology_factory(request: pytest.FixtureRequest, history: History) -> Itera
         started.append(topo)  # the topology forwards the fault proxy's connection events to history
         history.meta.setdefault("topology", topo.describe())
         _environment(request.config, topo)
+        _capture_environment(request.config, history)
         return topo
 
     yield make
@@ -101,7 +112,7 @@ def _keep(topo: Topology) -> None:
     topo.keep()
     lines = [f"[failover-harness] --keep-on-failure: run {topo.run_id} left up in {topo.path}"]
     for node in topo.nodes:
-        lines.append(f"    {node.name} {node.role:9} {node.dsn(direct=True)}")
+        lines.append(f"    {node.name} {node.role:9} {node.public_dsn(direct=True)}")
     lines.append(f"    (servers only: the fault proxies ended with the test; clean up: failover-harness down --run "
                  f"{topo.run_id})")
     print("\n".join(lines), file=sys.stderr)

@@ -8,6 +8,11 @@ does nothing Allure-specific. Labels for a test citing ``@pytest.mark.rule("MIR-
 * feature = the rule family (``MIR``), story = each rule ID, tag = each rule ID;
 * severity from :data:`RULE_SEVERITY` (default ``normal``; the highest of the cited rules wins);
 * a link per rule to its text (``docs/rules.md#mir-5``, generated from the RULEBOOK).
+
+No password reaches the results folder (issue 17): the harness's own attachments are redacted with
+:func:`harness.secrets.redact_data` / :func:`~harness.secrets.redact` before they are attached, and
+:func:`install_redaction` makes every result, container and attachment allure-pytest itself writes
+(exception messages, traces, captured output and logs) pass through the same function.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.rules.verdict import Verdict, VerdictUnknown, assert_verdict
+from harness.secrets import MASK, SECRET_FIELD, redact, redact_data
 
 PROFILE_EPICS: dict[str, str] = {
     "MIR": "Mirroring (SQL Server)",
@@ -201,13 +207,128 @@ def apply_labels(rule_ids: Iterable[str]) -> None:
 
 
 def attach_history(history_json: str | bytes, svg: str | None, name: str = "history") -> None:
-    """Attach a history (JSON lines) and its timeline (SVG) to the running test or fixture."""
+    """Attach a history (JSON lines) and its timeline (SVG) to the running test or fixture, both
+    redacted (issue 17)."""
     import allure
 
     # JSON lines is not one JSON document: attach it as text so Allure shows it verbatim
-    allure.attach(history_json, name=f"{name}.jsonl", attachment_type="text/plain", extension="jsonl")
+    allure.attach(redact_attachment(history_json, "history.jsonl"), name=f"{name}.jsonl",
+                  attachment_type="text/plain", extension="jsonl")
     if svg is not None:
-        allure.attach(svg, name=f"{name} timeline", attachment_type=allure.attachment_type.SVG)
+        allure.attach(redact(svg), name=f"{name} timeline", attachment_type=allure.attachment_type.SVG)
+
+
+def redact_attachment(body: str | bytes, file_name: str) -> str | bytes:
+    """An attachment's content without passwords (issue 17), by its kind: JSON redacted value by
+    value (it stays valid JSON), JSON lines line by line, anything else as text; bytes that are not
+    UTF-8 are returned as they are. The type of ``body`` is kept."""
+    as_bytes = isinstance(body, bytes)
+    try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
+    except UnicodeDecodeError:
+        return body
+    suffix = Path(file_name).suffix.lower()
+    if suffix == ".json":
+        out = _redact_json_text(text)
+    elif suffix == ".jsonl":
+        out = "\n".join(_redact_json_text(line) if line.strip() else line for line in text.split("\n"))
+    else:
+        out = redact(text)
+    return out.encode("utf-8") if as_bytes else out
+
+
+def _redact_json_text(text: str) -> str:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return redact(text)
+    clean = redact_data(data)
+    if clean == data:
+        return text  # keep the original layout
+    indent = 2 if "\n" in text.strip() else None
+    return json.dumps(clean, ensure_ascii=False, indent=indent, separators=None if indent else (",", ":"))
+
+
+def _redact_model(obj: Any) -> Any:
+    """Redact an allure-commons model object (attrs classes: results, steps, status details,
+    parameters…) in place; returns the redacted value for strings and containers."""
+    import attr
+
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, list):
+        obj[:] = [_redact_model(v) for v in obj]
+        return obj
+    if isinstance(obj, dict):
+        for key in list(obj):
+            obj[key] = _redact_model(obj[key])
+        return obj
+    if attr.has(type(obj)):
+        secret_name = isinstance(getattr(obj, "name", None), str) and SECRET_FIELD.match(obj.name)
+        for f in attr.fields(type(obj)):
+            value = getattr(obj, f.name)
+            if secret_name and f.name == "value" and value not in (None, ""):
+                setattr(obj, f.name, MASK)
+            elif isinstance(value, str | list | dict) or attr.has(type(value)):
+                setattr(obj, f.name, _redact_model(value))
+    return obj
+
+
+class RedactingResults:
+    """allure-commons hooks that keep passwords out of everything allure-pytest writes (issue 17):
+    results and containers are redacted in place before the file logger serialises them; an
+    attachment (captured output, logs, anything a test attached) is rewritten redacted right after
+    the file logger stored it, when it held a secret."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.report_dir = Path(report_dir)
+
+    def _rewrite(self, file_name: str) -> None:
+        path = self.report_dir / file_name
+        try:
+            body = path.read_bytes()
+        except OSError:
+            return
+        clean = redact_attachment(body, file_name)
+        if clean != body:
+            _atomic_write(path, clean.decode("utf-8") if isinstance(clean, bytes) else clean)
+
+
+def _make_redacting_results(report_dir: Path) -> RedactingResults:
+    from allure_commons import hookimpl
+
+    class _Plugin(RedactingResults):
+        @hookimpl(tryfirst=True)
+        def report_result(self, result: Any) -> None:
+            _redact_model(result)
+
+        @hookimpl(tryfirst=True)
+        def report_container(self, container: Any) -> None:
+            _redact_model(container)
+
+        @hookimpl(trylast=True)
+        def report_attached_data(self, body: Any, file_name: str) -> None:
+            self._rewrite(file_name)
+
+        @hookimpl(trylast=True)
+        def report_attached_file(self, source: Any, file_name: str) -> None:
+            self._rewrite(file_name)
+
+    return _Plugin(report_dir)
+
+
+def install_redaction(config: Any) -> RedactingResults | None:
+    """With ``--alluredir``: register :class:`RedactingResults` with allure-commons for this pytest
+    run (unregistered at its end). Returns the plugin, or None without Allure results."""
+    report_dir = getattr(config.option, "allure_report_dir", None)
+    if not report_dir:
+        return None
+    import allure_commons
+
+    plugin = _make_redacting_results(Path(os.path.abspath(report_dir)))
+    allure_commons.plugin_manager.register(plugin)
+    config.add_cleanup(lambda: allure_commons.plugin_manager.unregister(plugin))
+    return plugin
 
 
 def step_title(verdict: Verdict) -> str:
@@ -231,7 +352,7 @@ def verdict_step(verdict: Verdict, active: bool) -> BaseException | None:
 
     try:
         with allure.step(step_title(verdict)):
-            allure.attach(json.dumps(verdict.to_dict(), indent=2, default=str), name="verdict",
+            allure.attach(json.dumps(redact_data(verdict.to_dict()), indent=2, default=str), name="verdict",
                           attachment_type=allure.attachment_type.JSON)
             assert_verdict(verdict)
     except (AssertionError, HarnessError) as exc:
@@ -263,7 +384,7 @@ def write_environment(results_dir: Path, values: Mapping[str, Any], overwrite: b
     path = Path(results_dir) / "environment.properties"
     if path.exists() and not overwrite:
         return path
-    lines = [f"{_prop_escape(k).replace(' ', '_')}={_prop_escape(v)}"
+    lines = [f"{_prop_escape(k).replace(' ', '_')}={_prop_escape(redact(str(v)))}"
              for k, v in values.items() if v is not None]
     _atomic_write(path, "\n".join(lines) + "\n")
     return path
@@ -316,9 +437,16 @@ def git_revision(root: Path | None = None) -> str | None:
 
 
 def toxiproxy_version() -> tuple[str, str | None]:
-    """(kind, version) of the fault proxy: a real ``toxiproxy-server`` on PATH, else the embedded one."""
-    if shutil.which("toxiproxy-server"):
-        return "toxiproxy-server", _run_version(["toxiproxy-server", "-version"])
+    """(kind, version) of the fault proxy the selection order would pick (``TOXIPROXY_URL``, else a
+    ``toxiproxy-server`` via ``TOXIPROXY_SERVER_BIN`` or PATH, else the embedded server); a run's
+    topology fixtures replace it with the server they actually started."""
+    from harness.toxiproxy.select import planned_choice
+
+    kind, where = planned_choice()
+    if kind == "spawned":
+        return f"toxiproxy-server ({where})", _run_version([where, "-version"])
+    if kind == "external":
+        return f"external toxiproxy-server ({where})", None
     import harness
 
     return "embedded (harness.toxiproxy)", harness.__version__

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError, MissingDependencyError
-from harness.paths import repo_root, reports_dir
+from harness.paths import repo_root, reports_dir, unwritable_reason
 from harness.report.allure import collect_environment, write_categories, write_environment
 
 
@@ -77,6 +77,13 @@ def carry_trend_history(previous_report: Path, results: Path) -> bool:
     return True
 
 
+def _require_writable(folder: Path, option: str) -> None:
+    reason = unwritable_reason(folder)
+    if reason:
+        raise ConfigError(f"cannot write the report into {folder} ({reason}); choose a folder you can write "
+                          f"with {option}")
+
+
 def build_report(results: Path | None = None, output: Path | None = None, *, single_file: bool = True,
                  environment: dict[str, str] | None = None, timeout: float = 300,
                  history_from: Path | None = None) -> Path:
@@ -89,6 +96,9 @@ def build_report(results: Path | None = None, output: Path | None = None, *, sin
     trend from that earlier report instead (the previous nightly's; ConfigError when it holds none)."""
     results = Path(results) if results is not None else reports_dir() / "allure-results"
     output = Path(output) if output is not None else reports_dir() / "allure-report"
+    _require_writable(output, "--output")  # before Allure: it would replace a file by a folder, or throw a stack
+    if results.is_dir():
+        _require_writable(results, "--results")  # the trend history and categories are written there
     if not results.is_dir():
         raise ConfigError(f"no Allure results at {results}; run the suites with --alluredir {results} "
                           "(make chaos does) or pass --results")

@@ -65,8 +65,29 @@ for _name, _keys in (
         _CANONICAL[_k] = _name
 
 _TCP_NETWORK_VALUES = ("dbmssocn", "tcp", "tcp/ip")
+_PORT_RE = re.compile(r"[0-9]{1,5}")  # ASCII digits only: int() also takes '²' (ValueError) and '٣'
+_SHOW = 40
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _V6_RE = re.compile(r"[0-9A-Fa-f:.]+")
+
+
+def _show(value: object) -> str:
+    """``repr(value)`` cut to a readable length for an error message (a 5,000-digit port stays one line)."""
+    text = repr(value)
+    return text if len(text) <= _SHOW else f"{text[:_SHOW]}… ({len(str(value))} characters)"
+
+
+def _is_secret_key(raw: str) -> bool:
+    return " ".join(raw.split()).lower() in _PASSWORD_KEYS
+
+
+def _port(value: object) -> int | None:
+    """A valid TCP port 1..65535 from an int or an ASCII-digit string, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return int(value) if _PORT_RE.fullmatch(value) and 1 <= int(value) <= 65535 else None
+    return value if isinstance(value, int) and 1 <= value <= 65535 else None
 
 
 @dataclass(frozen=True)
@@ -80,14 +101,17 @@ class Address:
     def __post_init__(self) -> None:
         if not self.host or not isinstance(self.host, str):
             raise ConnectionStringError("empty host name; write Server=<host>[,<port>]")
-        if not (isinstance(self.port, int) and 1 <= self.port <= 65535):
-            raise ConnectionStringError(f"port {self.port!r} is out of range; use a number 1..65535")
+        if _port(self.port) is None or not isinstance(self.port, int):
+            raise ConnectionStringError(f"port {_show(self.port)} is out of range; use a number 1..65535")
         if not (_HOST_RE.fullmatch(self.host) or (":" in self.host and _V6_RE.fullmatch(self.host))):
             raise ConnectionStringError(
-                f"{self.host!r} is not a host name or IP address (letters, digits, '.', '-', '_'; IPv6 in brackets)"
+                f"{_show(self.host)} is not a host name or IP address (letters, digits, '.', '-', '_'; "
+                "IPv6 in brackets)"
             )
         if self.instance is not None and not _HOST_RE.fullmatch(self.instance):
-            raise ConnectionStringError(f"instance name {self.instance!r} may only hold letters, digits, '.', '-', '_'")
+            raise ConnectionStringError(
+                f"instance name {_show(self.instance)} may only hold letters, digits, '.', '-', '_'"
+            )
 
     @property
     def hostport(self) -> str:
@@ -127,10 +151,13 @@ class ConnectionSpec:
                 "(failover is impossible without it); add Database=<name>"
             )
         if self.login_timeout is not None:
-            lt = float(self.login_timeout)
+            try:
+                lt = float(self.login_timeout)
+            except (TypeError, ValueError, OverflowError):
+                lt = math.nan
             if not math.isfinite(lt) or lt <= 0:
                 raise ConnectionStringError(
-                    f"login timeout {self.login_timeout!r} must be a positive number of seconds, "
+                    f"login timeout {_show(self.login_timeout)} must be a positive number of seconds, "
                     "or None for no timeout (MIR-8; Connect Timeout=0 in a string)"
                 )
             object.__setattr__(self, "login_timeout", lt)
@@ -160,6 +187,7 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
     """Split into ``(raw key, value, quoted)``; raises on a missing ``=`` or an unbalanced quote."""
     pairs: list[tuple[str, str, bool]] = []
     i, n = 0, len(text)
+    after_secret = False  # the previous value was an unquoted password: do not echo what follows
     while i < n:
         # skip separators and whitespace before a key
         while i < n and (text[i].isspace() or text[i] == ";"):
@@ -170,12 +198,18 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
         while i < n and text[i] not in "=;":
             i += 1
         if i >= n or text[i] == ";":
+            if after_secret:
+                raise ConnectionStringError(
+                    f"text without '=' at position {start} follows the password value; a password holding "
+                    "';' must be written in double quotes (with each double quote inside it doubled)"
+                )
             segment = text[start:i].strip()
             raise ConnectionStringError(
-                f"segment {segment!r} at position {start} has no '='; write key=value pairs separated "
+                f"segment {_show(segment)} at position {start} has no '='; write key=value pairs separated "
                 "by ';' (quote a value containing ';' as \"...\")"
             )
         key = text[start:i]
+        secret = _is_secret_key(key)
         i += 1  # past '='
         while i < n and text[i] in " \t\r\n":
             i += 1
@@ -186,7 +220,7 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
             while True:
                 if i >= n:
                     raise ConnectionStringError(
-                        f"unbalanced {quote} quote in the value of {key.strip()!r} (opened at position "
+                        f"unbalanced {quote} quote in the value of {_show(key.strip())} (opened at position "
                         f"{qstart}); close it, and write a {quote} inside the value as {quote}{quote}"
                     )
                 ch = text[i]
@@ -202,17 +236,20 @@ def _split_pairs(text: str) -> list[tuple[str, str, bool]]:
             while i < n and text[i] in " \t\r\n":
                 i += 1
             if i < n and text[i] != ";":
+                shown = "" if secret else f" {_show(text[i : i + 10])}"
                 raise ConnectionStringError(
-                    f"unexpected text {text[i : i + 10]!r} after the quoted value of {key.strip()!r} at "
+                    f"unexpected text{shown} after the quoted value of {_show(key.strip())} at "
                     f"position {i}; put ';' after the closing quote"
                 )
             pairs.append((key, "".join(buf), True))
+            after_secret = False
         else:
             vstart = i
             while i < n and text[i] != ";":
                 i += 1
             value = text[vstart:i].strip()
             pairs.append((key, value, False))
+            after_secret = secret
     return pairs
 
 
@@ -222,7 +259,7 @@ def _norm_key(raw: str) -> str:
         raise ConnectionStringError("empty key before '='; write key=value")
     if any(c in key for c in "\"'"):
         raise ConnectionStringError(
-            f"key {raw.strip()!r} contains a quote; keys are written bare (only values may be quoted)"
+            f"key {_show(raw.strip())} contains a quote; keys are written bare (only values may be quoted)"
         )
     return key
 
@@ -245,52 +282,58 @@ def parse_address(
             text = rest.strip()
         elif _HOST_RE.fullmatch(prefix) and prefix.lower() in ("np", "lpc", "admin", "via"):
             raise ConnectionStringError(
-                f"{what}={value!r} asks for protocol {prefix!r}; only TCP is supported: use "
+                f"{what}={_show(value)} asks for protocol {prefix!r}; only TCP is supported: use "
                 "tcp:<host>,<port> or <host>,<port>"
             )
         else:
             raise ConnectionStringError(
-                f"{what}={value!r}: write the port after a comma (<host>,<port>), not a colon; IPv6 "
+                f"{what}={_show(value)}: write the port after a comma (<host>,<port>), not a colon; IPv6 "
                 "addresses go in brackets: [::1],5432"
             )
     port: int | None = None
     if "," in text:
         host_part, _, port_text = text.rpartition(",")
         port_text = port_text.strip()
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        port = _port(port_text)
+        if port is None:
             raise ConnectionStringError(
-                f"{what}={value!r} has a bad port {port_text!r}; the port after ',' must be a number 1..65535"
+                f"{what}={_show(value)} has a bad port {_show(port_text)}; the port after ',' must be a number "
+                "1..65535"
             )
-        port = int(port_text)
         text = host_part.strip()
     instance: str | None = None
     if "\\" in text:
         text, _, instance = text.partition("\\")
         text, instance = text.strip(), instance.strip()
         if not instance or "\\" in instance:
-            raise ConnectionStringError(f"{what}={value!r}: bad instance name; write <host>\\<instance>")
+            raise ConnectionStringError(f"{what}={_show(value)}: bad instance name; write <host>\\<instance>")
     if text.startswith("["):
         if not text.endswith("]"):
-            raise ConnectionStringError(f"{what}={value!r}: unclosed '[' around an IPv6 address")
+            raise ConnectionStringError(f"{what}={_show(value)}: unclosed '[' around an IPv6 address")
         host = text[1:-1]
         if not host or not re.fullmatch(r"[0-9A-Fa-f:.]+", host):
-            raise ConnectionStringError(f"{what}={value!r}: {host!r} is not an IPv6 address")
+            raise ConnectionStringError(f"{what}={_show(value)}: {_show(host)} is not an IPv6 address")
     else:
         host = text
         if host == ".":
             host = "localhost"
         if not host or not _HOST_RE.fullmatch(host):
             raise ConnectionStringError(
-                f"{what}={value!r}: {host!r} is not a host name or IP address (letters, digits, '.', '-', '_')"
+                f"{what}={_show(value)}: {_show(host)} is not a host name or IP address (letters, digits, '.', "
+                "'-', '_')"
             )
     if port is None and instance is not None:
         table = {k.lower(): v for k, v in (instance_ports or {}).items()}
         if instance.lower() not in table:
             raise ConnectionStringError(
-                f"{what}={value!r} names instance {instance!r} but no port: the harness has no SQL Server "
+                f"{what}={_show(value)} names instance {_show(instance)} but no port: the harness has no SQL Server "
                 f"Browser; write {host}\\{instance},<port>, or pass instance_ports={{{instance!r}: <port>}}"
             )
-        port = int(table[instance.lower()])
+        port = _port(table[instance.lower()])
+        if port is None:
+            raise ConnectionStringError(
+                f"instance_ports[{_show(instance)}] = {_show(table[instance.lower()])} is not a port; give 1..65535"
+            )
     return Address(host, default_port if port is None else port, instance)
 
 
@@ -299,10 +342,10 @@ def _parse_timeout(value: str) -> float | None:
         seconds = float(value)
     except ValueError:
         raise ConnectionStringError(
-            f"Connect Timeout={value!r} is not a number; give seconds (e.g. 15, 2.5; 0 = no timeout)"
+            f"Connect Timeout={_show(value)} is not a number; give seconds (e.g. 15, 2.5; 0 = no timeout)"
         ) from None
     if not math.isfinite(seconds) or seconds < 0:
-        raise ConnectionStringError(f"Connect Timeout={value!r} must be >= 0 seconds (0 = no timeout, MIR-8)")
+        raise ConnectionStringError(f"Connect Timeout={_show(value)} must be >= 0 seconds (0 = no timeout, MIR-8)")
     return None if seconds == 0 else seconds
 
 
@@ -316,14 +359,25 @@ def parse_connection_string(
         raise ConnectionStringError(f"a connection string must be a str, not {type(text).__name__}")
     seen: dict[str, tuple[str, str]] = {}
     extra: dict[str, str] = {}
-    for raw_key, value, _quoted in _split_pairs(text):
-        key = _norm_key(raw_key)
-        canon = _CANONICAL.get(key, key)
-        if canon in seen or (canon not in _CANONICAL.values() and canon in extra):
-            first = seen[canon][0] if canon in seen else canon
-            raise ConnectionStringError(
-                f"duplicate key: {raw_key.strip()!r} sets the same setting as {first!r} earlier; keep one"
-            )
+    after_secret = False
+    for raw_key, value, quoted in _split_pairs(text):
+        try:
+            key = _norm_key(raw_key)
+            canon = _CANONICAL.get(key, key)
+            if canon in seen or (canon not in _CANONICAL.values() and canon in extra):
+                first = seen[canon][0] if canon in seen else canon
+                raise ConnectionStringError(
+                    f"duplicate key: {_show(raw_key.strip())} sets the same setting as {_show(first)} earlier; "
+                    "keep one"
+                )
+        except ConnectionStringError:
+            if not after_secret:
+                raise
+            raise ConnectionStringError(  # the key may be the tail of a password: do not echo it
+                "bad key after the password value; a password holding ';', '=' or a quote must be written "
+                "in double quotes (with each double quote inside it doubled)"
+            ) from None
+        after_secret = canon == "password" and not quoted
         if canon in _CANONICAL.values():
             seen[canon] = (raw_key.strip(), value)
         else:
@@ -347,7 +401,7 @@ def parse_connection_string(
         net = seen["network"][1].strip()
         if net.lower() not in _TCP_NETWORK_VALUES:
             raise ConnectionStringError(
-                f"Network={net!r} is not supported; only TCP/IP is: write Network=dbmssocn or leave it out"
+                f"Network={_show(net)} is not supported; only TCP/IP is: write Network=dbmssocn or leave it out"
             )
         extra["network"] = net
     database = seen.get("database", ("", ""))[1]

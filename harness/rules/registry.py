@@ -24,6 +24,7 @@ from typing import Any
 from harness import profiles
 from harness.errors import ConfigError, UnknownRuleError
 from harness.history.core import Event, History
+from harness.rules.params import validate_params
 from harness.rules.verdict import Verdict
 
 Checker = Callable[..., Verdict]
@@ -68,7 +69,7 @@ class RegisteredRule:
                 raise ConfigError(
                     f"{self.rule_id}: unknown parameter(s) {', '.join(unknown)}; this checker takes "
                     f"{', '.join(accepted) or 'no parameters'}")
-        verdict = self.checker(list(events), **merged)
+        verdict = self.checker(list(events), **validate_params(self.rule_id, self.checker, merged))
         if not isinstance(verdict, Verdict):
             raise TypeError(f"checker for {self.rule_id} returned {type(verdict).__name__}, not Verdict")
         return verdict

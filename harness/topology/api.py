@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.secrets import redact
 from harness.topology.engine import Engine
 from harness.topology.links import Address, Links
 
@@ -67,6 +68,10 @@ class Node(abc.ABC):
     def dsn(self, dbname: str | None = None, user: str | None = None, password: str | None = None,
             direct: bool = False, **params: Any) -> str:
         """A libpq connection string for this node (``direct``: bypassing any proxy)."""
+
+    def public_dsn(self, direct: bool = False) -> str:
+        """A connection string for this node that may be printed or saved: no password (issue 17)."""
+        return redact(self.dsn(direct=direct))
 
     @abc.abstractmethod
     def admin(self) -> Any:
@@ -148,6 +153,11 @@ class Topology(abc.ABC):
     @abc.abstractmethod
     def keep(self) -> None:
         """Leave the servers up after this process ends (``--keep-on-failure``)."""
+
+    def settle_observations(self, timeout: float = 2.0) -> None:
+        """Return once every connection event observed so far is in the history (the refused-connect
+        capture runs beside the fault proxy and may lag it by a wake-up; OBS-1)."""
+        self.links.settle(timeout)
 
     @abc.abstractmethod
     def register_process(self, name: str, pid: int, remove: bool = False) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from harness.errors import ConfigError, MissingDependencyError, TopologyError
 from harness.paths import harness_home, repo_root, runs_dir
 from harness.ports import allocate_port
+from harness.secrets import write_private_file
 from harness.topology.compose_events import ContainerLogEvents
 from harness.topology.compose_setup import compose_version
 from harness.topology.dockerd import docker_client, engine_answers
@@ -41,7 +42,7 @@ from harness.topology.local import LocalGroup, LocalPair, LocalTopology
 from harness.topology.process import RunAs, signal_group
 from harness.topology.proxied import ProxiedLinks, links_of_run
 from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
-from harness.topology.state import MIRROR, PRINCIPAL, STANDBY, LinksState, NodeState, ProxyNames, RunState
+from harness.topology.state import MIRROR, PRINCIPAL, RUNNING, STANDBY, LinksState, NodeState, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.select import FaultProxyHandle
 
@@ -189,8 +190,7 @@ class ComposeTopology(LocalTopology):
         self.path.mkdir(mode=0o755)
         self._state = self._new_state(images)
         save_state(self.path, self._state)
-        if not self.detached:
-            start_reaper(self.path, os.getpid())
+        reaper = start_reaper(self.path, os.getpid())  # a detached run's one holds its port reservations
         try:
             with locked(self.path):
                 self._prepare_folders()
@@ -215,6 +215,8 @@ class ComposeTopology(LocalTopology):
                 save_state(self.path, self._state)
                 for n in self._state.nodes:  # as local: one node.start per server (here all up together)
                     self._emit("node.start", t=started, node=n.name, role=n.role, seconds=time.monotonic() - started)
+            if self.detached:  # this process exits now; the run keeps its ports until 'down'
+                self._hold_reservations(reaper)
         except BaseException:
             self.down()
             raise
@@ -255,6 +257,7 @@ class ComposeTopology(LocalTopology):
         files = getattr(self.engine, "bootstrap_files", None)
         if files is None:
             raise ConfigError(f"engine {self.engine.name!r} has no container bootstrap; use --engine postgres")
+        bootstrap = files()
         links = self._state.links
         self.links = (DirectLinks() if links.kind == "direct" else
                       ProxiedLinks(ToxiproxyClient(links.url or "", timeout=5), "compose", links.version or "?",
@@ -263,8 +266,8 @@ class ComposeTopology(LocalTopology):
         for node in self._state.nodes:
             folder = self.path / node.name
             folder.mkdir(mode=0o755)
-            for name, text in files().items():
-                (folder / name).write_text(text)
+            for name, text in bootstrap.items():  # two of them hold the test password
+                write_private_file(folder / name, text)
             if node.name != principal:
                 (folder / "clone").write_text("")
             (folder / "role").write_text("principal" if node.name == principal else "standby")
@@ -292,10 +295,11 @@ class ComposeTopology(LocalTopology):
             listens = {names.client: names.client_listen for names in self._state.links.proxies.values()}
             listens.update({names.replication: names.replication_listen
                             for names in self._state.links.proxies.values()})
-            follower = ContainerLogEvents(self._container("toxiproxy"), nodes.get, listens.get)
+            follower = ContainerLogEvents(self._container("toxiproxy"), client.url, nodes.get, listens.get).start()
             owner.callback(follower.close)
             handle = FaultProxyHandle("compose", client.url, version, client, True,
-                                      "derived from the container's trace log", "compose", follower.subscribe)
+                                      "derived from the container's trace log", "compose", follower.subscribe,
+                                      _settle=follower.settle)
         self.links = ProxiedLinks(client, "compose", version, handle=handle, owner=owner,
                                   description=self._state.links.description)
         self.links.setup(self._state)
@@ -357,15 +361,18 @@ class ComposeTopology(LocalTopology):
         with self.engine.admin_connect(self.socket_dir(name), s.port) as conn:
             return str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
 
-    def _spawn(self, name: str, conf: Path) -> int:
-        """``docker start`` the node's container (its entrypoint clones or rewinds first when told);
-        returns the server's PID on this host."""
+    def _spawn(self, name: str) -> None:
+        """Write the node's configuration and role, ``docker start`` its container (its entrypoint
+        clones or rewinds first when told); records the server's PID on this host and ``running``."""
         s = self._node_state(name)
         folder = self.path / name
+        self._write_conf(name)
         (folder / "role").write_text("principal" if s.role == PRINCIPAL else "standby")
         (Path(s.datadir) / "postmaster.pid").unlink(missing_ok=True)  # the container is down: it is stale
         self._container(name).start()
-        return self._container_pid(name)
+        s.pid = self._container_pid(name)
+        s.state = RUNNING
+        save_state(self.path, self._state)
 
     def _halt(self, name: str, mode: str) -> None:
         """Signal the container's server (fast SIGINT / immediate SIGQUIT / smart SIGTERM) and wait for

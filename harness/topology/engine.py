@@ -6,7 +6,7 @@ planned. :func:`harness.topology.backend.get_engine` turns ``--engine NAME`` int
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,11 +15,14 @@ from harness.topology.process import RunAs
 
 @dataclass(frozen=True)
 class Credentials:
-    """The unprivileged test login every node of a topology accepts (clients under test use it)."""
+    """The unprivileged test login every node of a topology accepts (clients under test use it).
+    ``password`` stays in memory (its repr is hidden); ``passfile`` names a 0600 libpq password file
+    holding it, for what is printed or handed to another process (issue 17)."""
 
     user: str
-    password: str
+    password: str = field(repr=False)
     database: str
+    passfile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Engine(Protocol):
 
     name: str  # the --engine value
     label: str  # for reports ("PostgreSQL")
-    credentials: Credentials
+    credentials: Credentials  # may be a property (PostgreSQL reads it from the template's password file)
 
     def server_version(self) -> str:
         """The server's version string (MissingDependencyError with the install command if absent)."""

@@ -34,10 +34,14 @@ class Links(Protocol):
         """The address ``standby`` streams WAL from while ``principal`` is the principal."""
 
     def roles_changed(self, state: RunState) -> None:
-        """Re-point replication links after a role change."""
+        """Re-point the links after a role change, or after a server moved to another port."""
 
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         """Deliver connection events to ``callback`` until the returned function is called."""
+
+    def settle(self, timeout: float = 2.0) -> None:
+        """Deliver every connection event observed so far before returning (observers that run
+        beside the proxy, such as the refused-connect capture, may lag behind it)."""
 
     def teardown(self) -> None:
         """Remove what :meth:`setup` created."""
@@ -66,6 +70,9 @@ class DirectLinks:
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         """No events: nothing observes direct connections."""
         return lambda: None
+
+    def settle(self, timeout: float = 2.0) -> None:
+        """Nothing to deliver."""
 
     def teardown(self) -> None:
         """Nothing to remove."""

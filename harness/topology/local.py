@@ -7,6 +7,7 @@ Every operation takes the run's lock and re-reads the run's state file, so the f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -15,10 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
-from harness.ports import allocate_port
+from harness.ports import allocate_port, hand_over, holder, release_port, retry_on_port_in_use
 from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
@@ -28,6 +30,7 @@ from harness.topology.process import RunAs, database_user, kill_group, pid_alive
 from harness.topology.proxied import links_of_run, make_links
 from harness.topology.run import (
     down_run,
+    find_reaper,
     load_state,
     locked,
     new_run_id,
@@ -101,12 +104,21 @@ class Node(api.Node):
     def dsn(self, dbname: str | None = None, user: str | None = None, password: str | None = None,
             direct: bool = False, **params: Any) -> str:
         """A libpq connection string for this node's client-facing address (``direct=True``: the
-        server's own address, bypassing any proxy); the engine's test login unless told otherwise."""
+        server's own address, bypassing any proxy); the engine's test login unless told otherwise.
+        It holds the password: hand it to a client, never print it (see :meth:`public_dsn`)."""
         creds = self._topology.engine.credentials
         dbname, user, password = dbname or creds.database, user or creds.user, password or creds.password
         host, port = self.server_address if direct else self.client_address
         extra = "".join(f" {k}={v}" for k, v in params.items())
         return f"host={host} port={port} dbname={dbname} user={user} password={password}{extra}"
+
+    def public_dsn(self, direct: bool = False) -> str:
+        """The test login's connection string as it may be printed or saved (issue 17): the password
+        file (``passfile=``, mode 0600) instead of the password; libpq and psql accept it as it is."""
+        creds = self._topology.engine.credentials
+        host, port = self.server_address if direct else self.client_address
+        secret = f"passfile={creds.passfile}" if creds.passfile else "password=***"
+        return f"host={host} port={port} dbname={creds.database} user={creds.user} {secret}"
 
     def admin(self) -> Any:
         """A superuser autocommit connection over the Unix socket (harness use; bypasses proxies)."""
@@ -117,7 +129,7 @@ class Node(api.Node):
         ch, cp = self.client_address
         sh, sp = self.server_address
         return {"name": self.name, "role": self.role, "state": self.state,
-                "client_address": f"{ch}:{cp}", "server_address": f"{sh}:{sp}", "dsn": self.dsn()}
+                "client_address": f"{ch}:{cp}", "server_address": f"{sh}:{sp}", "dsn": self.public_dsn()}
 
     def __repr__(self) -> str:
         return f"<Node {self.name} {self.role} {self.state} {self.server_address[1]}>"
@@ -203,8 +215,7 @@ class LocalTopology(Topology):
                              port=p, client_port=p, datadir=str(self.path / n / "data"))
                    for i, (n, p) in enumerate(zip(names, ports, strict=True))])
         save_state(self.path, self._state)
-        if not self.detached:
-            start_reaper(self.path, os.getpid())
+        reaper = start_reaper(self.path, os.getpid())  # a detached run's one holds its port reservations
         try:
             self.progress("preparing data-directory template")
             template = self.engine.template_dir(self.run_as)
@@ -228,8 +239,11 @@ class LocalTopology(Topology):
                     self._start_locked(n, wait=False)
                 self._wait_started(principal)
                 for n in names[1:]:
+                    self._wait_started(n)
                     self._wait_streaming(n, principal)
                 save_state(self.path, self._state)
+            if self.detached:  # this process exits now; the run keeps its ports until 'down'
+                self._hold_reservations(reaper, claim_fault_proxy=True)
         except BaseException:
             self.down()
             raise
@@ -243,17 +257,28 @@ class LocalTopology(Topology):
                    nodes=[{k: v for k, v in n.to_dict().items() if k != "dsn"} for n in self.nodes])
 
     def _forward_proxy_events(self) -> None:
-        """Record the fault proxy's connection events into the history (when both exist)."""
+        """Record the links' connection events into the history (when both exist): the fault proxy's
+        ``conn.*``, the refused-connect capture's ``conn.refused`` and its ``harness.capture``
+        status (docs/events.md)."""
         if self.history is None:
             return
         history = self.history
-        self._unsubscribe = self.links.subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
+        unsubscribe = self.links.subscribe(lambda ev: history.record(ev.type, t=ev.t, **ev.fields))
+        unsettle = history.add_settler(self.settle_observations)
+
+        def stop() -> None:
+            unsettle()
+            unsubscribe()
+
+        self._unsubscribe = stop
 
     def down(self) -> None:
         """Stop every process of the run and delete its directory (safe to call twice)."""
         if not self.run_id:
             return
         if self._unsubscribe is not None:
+            with contextlib.suppress(Exception):  # a late observation must not stop the teardown
+                self.settle_observations()
             self._unsubscribe()
             self._unsubscribe = None
         try:
@@ -338,10 +363,43 @@ class LocalTopology(Topology):
                 "version": self._state.version, "fault_proxy": fault_proxy,
                 "nodes": [n.to_dict() for n in self.nodes]}
 
+    def check_processes(self, desc: dict[str, Any]) -> dict[str, Any]:
+        """Complete a :meth:`describe` with every process checked on the machine (nodes, fault proxy,
+        reaper): a node whose postmaster is gone says ``dead``, ``fault_proxy.state`` says whether
+        its API answers, and ``processes`` lists each one's state (status tells the truth)."""
+        from harness.topology.health import run_processes
+
+        processes = run_processes(self.path, self._state)
+        found = {p.name: p.state for p in processes if p.kind == "node"}
+        for node in desc["nodes"]:
+            node["state"] = found.get(node["name"], node["state"])
+        proxy = next((p for p in processes if p.kind == "fault-proxy"), None)
+        if proxy is not None:
+            desc["fault_proxy"]["state"] = proxy.state
+        desc["processes"] = [p.to_dict() for p in processes]
+        return desc
+
     def register_process(self, name: str, pid: int, remove: bool = False) -> None:
         """Make ``pid`` part of the run (stopped by :meth:`down`, ``down --run`` and the reaper)."""
         record_process(self.path, name, pid, pid, remove=remove)
         self.refresh()
+
+    def _hold_reservations(self, holder: int | None, claim_fault_proxy: bool = False) -> None:
+        """Hand the run's port reservations to ``holder`` (its reaper), for a run that outlives the
+        process which reserved them (``up --detach``, :meth:`keep`): a reservation naming a dead
+        process is free for the taking while a node is stopped. With ``claim_fault_proxy`` the
+        fault-proxy API port joins the run's ports when this process reserved it (a detached run's
+        background proxy server), so that ``down`` releases it too."""
+        from harness import ports
+
+        with locked(self.path):
+            self.refresh()
+            api = urlsplit(self._state.links.url or "").port if claim_fault_proxy else None
+            if api and api not in self._state.ports and ports.holder(api) == os.getpid():
+                self._state.ports.append(api)
+                save_state(self.path, self._state)
+            if holder:
+                ports.hand_over(self._state.ports, holder)
 
     def keep(self) -> None:
         """Leave the servers up after this process ends (``--keep-on-failure``): mark the run
@@ -350,6 +408,7 @@ class LocalTopology(Topology):
             self.refresh()
             self._state.detached = True
             save_state(self.path, self._state)
+        self._hold_reservations(find_reaper(self.path))
         self.links.teardown()
 
     # ------------------------------------------------------------------------------ operations
@@ -453,17 +512,31 @@ class LocalTopology(Topology):
         s = self._node_state(name)
         self._write_conf(name)
         if s.state == RUNNING and s.pid:
+            self._wait_signal_ready(s)
             signal_pid(s.pid, signal.SIGHUP)
+
+    @staticmethod
+    def _wait_signal_ready(s: NodeState, timeout: float = 10) -> None:
+        """A postmaster that has not yet set up its signal handlers dies of SIGHUP (seen when a node
+        had to move ports while another was still starting): it writes ``postmaster.pid`` only after
+        that set-up, so wait until the file names it (bounded; a dead or slow server is left to the
+        caller's own checks)."""
+        pidfile = Path(s.datadir) / "postmaster.pid"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and s.pid and pid_alive(s.pid):
+            try:
+                if pidfile.read_text().split("\n", 1)[0].strip() == str(s.pid):
+                    return
+            except (FileNotFoundError, PermissionError):
+                pass
+            time.sleep(0.005)
 
     def _start_locked(self, name: str, wait: bool = True) -> None:
         s = self._node_state(name)
         if s.role == PRINCIPAL:
             self.engine.make_primary(Path(s.datadir))
-        conf = self._write_conf(name)
         t0 = time.monotonic()
-        s.pid = self._spawn(name, conf)
-        s.state = RUNNING
-        save_state(self.path, self._state)
+        self._spawn(name)
         if wait:
             self._wait_started(name)
             if s.role != PRINCIPAL:
@@ -472,12 +545,44 @@ class LocalTopology(Topology):
                     self._wait_streaming(name, principal.name)
         self._emit("node.start", t=t0, node=name, role=s.role, seconds=time.monotonic() - t0)
 
+    def _spawn(self, name: str) -> None:
+        """Write the node's configuration and start its server (a per-server primitive, see below):
+        records its PID and ``running`` in the run state."""
+        s = self._node_state(name)
+        conf = self._write_conf(name)
+        s.pid = self.engine.start_server(Path(s.datadir), conf, self.path / name / "postgres.log", self.run_as,
+                                         self.path / name)
+        s.state = RUNNING
+        save_state(self.path, self._state)
+
     def _wait_started(self, name: str) -> None:
         s = self._node_state(name)
         log = self.path / name / "postgres.log"
-        self.engine.wait_ready(Path(s.datadir), s.pid, log, timeout=60)
+        retry_on_port_in_use(lambda: self.engine.wait_ready(Path(s.datadir), s.pid, log, timeout=60),
+                             lambda exc: self._move_port(name, exc))
         if s.role == PRINCIPAL:
             self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, log, timeout=60)
+
+    def _move_port(self, name: str, exc: BaseException) -> None:
+        """The node's server could not bind its port (taken meanwhile by another program): give it a
+        new port, re-point what leads to it, record ``node.port_retry`` and start it again (issue 17)."""
+        s = self._node_state(name)
+        keeper = holder(s.port)  # a detached run's reaper holds its reservations: it gets the new one too
+        old, new = s.port, allocate_port()
+        if keeper is not None and keeper != os.getpid():
+            hand_over([new], keeper)
+        s.port, s.state, s.pid = new, STOPPED, None
+        self._state.ports = [p for p in self._state.ports if p != old] + [new]
+        release_port(old)
+        s.client_host, s.client_port = self.links.client_address(self._state, name)
+        self.links.roles_changed(self._state)  # proxies' upstreams follow the server's new port
+        save_state(self.path, self._state)
+        self._emit("node.port_retry", node=name, old_port=old, new_port=new,
+                   reason=str(exc).strip().splitlines()[0][:200])
+        for other in self._state.nodes:  # standbys' primary_conninfo, the principal's partner
+            if other.name != name and other.state == RUNNING:
+                self._reload(other.name)
+        self._spawn(name)
 
     def _wait_streaming(self, standby: str, principal: str, timeout: float = 30) -> None:
         p = self._node_state(principal)
@@ -501,17 +606,11 @@ class LocalTopology(Topology):
         raise TopologyError(f"standby {standby} is not streaming from {principal} after {timeout:.0f} s "
                             f"(replication state {state!r}); its log:\n{self.engine.log_tail(log)}")
 
-    # Per-server primitives: the role choreography above and below calls only these for process
-    # work, so another backend (harness.topology.compose) overrides them and keeps the events.
+    # Per-server primitives: the role choreography above and below calls only these (and _spawn)
+    # for process work, so another backend (harness.topology.compose) overrides them and keeps the events.
     def _make_standby(self, name: str) -> None:
         """Mark a stopped node's data directory as a standby's."""
         self.engine.make_standby(Path(self._node_state(name).datadir), self.run_as)
-
-    def _spawn(self, name: str, conf: Path) -> int:
-        """Start the server of ``name`` with config file ``conf``; returns its PID (process group)."""
-        s = self._node_state(name)
-        return self.engine.start_server(Path(s.datadir), conf, self.path / name / "postgres.log", self.run_as,
-                                        self.path / name)
 
     def _halt(self, name: str, mode: str) -> None:
         """Stop the running server of ``name`` (``fast``, ``immediate``, ``smart``) and wait until it is gone."""

@@ -10,8 +10,10 @@ before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the ina
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -20,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
-from harness.errors import MissingDependencyError, NodeStartError, TopologyError
+from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
+from harness.secrets import remember, write_private_file
 from harness.topology.engine import Credentials, NodeConfig
 from harness.topology.process import (
     RunAs,
+    database_user,
     kill_group,
     pid_alive,
     run_tool,
@@ -36,8 +41,9 @@ from harness.topology.process import (
 )
 
 APP_USER = "app"
-APP_PASSWORD = "app"
 APP_DATABASE = "app"
+# The test login's password is random per machine (made with the template, see credentials_file):
+# a fixed one could not be told apart from ordinary words when checking that no output holds it.
 SUPERUSER = "postgres"
 
 PG_HBA = """\
@@ -61,8 +67,13 @@ def pg_bindir() -> Path:
 
 
 def server_version() -> str:
-    """The PostgreSQL server version string, e.g. ``15.18``."""
-    out = subprocess.run([str(pg_bindir() / "postgres"), "--version"], capture_output=True, text=True)
+    """The PostgreSQL server version string, e.g. ``15.18`` (asked once per binary directory)."""
+    return _version_of(str(pg_bindir()))
+
+
+@functools.cache
+def _version_of(bindir: str) -> str:
+    out = subprocess.run([str(Path(bindir) / "postgres"), "--version"], capture_output=True, text=True)
     parts = out.stdout.split()
     return parts[2] if out.returncode == 0 and len(parts) >= 3 else "unknown"
 
@@ -71,7 +82,7 @@ def server_version() -> str:
 # template
 # ------------------------------------------------------------------------------------------------
 
-TEMPLATE_LAYOUT_VERSION = "6"
+TEMPLATE_LAYOUT_VERSION = "7"
 #: initdb options of every data directory the harness creates (after ``-D DIR``).
 INITDB_ARGS = ("-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1")
 #: Settings that must hold even when a tool starts the server on a data directory with no external
@@ -79,18 +90,15 @@ INITDB_ARGS = ("-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C", "--n
 #: wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the last
 #: common checkpoint (with 1 MB segments it otherwise can).
 DATADIR_SETTINGS = "\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n"
-#: The roles and database every topology has (the test login and the superuser's password).
-BOOTSTRAP_SQL = (f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{APP_PASSWORD}'",
-                 f"ALTER ROLE {SUPERUSER} PASSWORD '{SUPERUSER}'",
-                 f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
 
 
 def template_dir(run_as: RunAs) -> Path:
     """Return the cached data-directory template, creating it once per machine with ``initdb``.
 
-    The template holds the roles and database the harness uses (``app``/``app`` SCRAM, superuser
-    ``postgres`` trusted on the Unix socket) and was shut down cleanly, so a plain copy of it is a
-    valid base backup: a pair's mirror is a second copy started as a standby."""
+    The template holds the roles and database the harness uses (``app`` with a random SCRAM password
+    kept in :func:`credentials_file`, superuser ``postgres`` trusted on the Unix socket only, no
+    password) and was shut down cleanly, so a plain copy of it is a valid base backup: a pair's
+    mirror is a second copy started as a standby."""
     key = hashlib.sha256(f"{pg_bindir()}|{server_version()}|{TEMPLATE_LAYOUT_VERSION}|{run_as.name}"
                          .encode()).hexdigest()[:12]
     final = templates_dir() / f"pg{server_version()}-{key}"
@@ -114,6 +122,7 @@ def _build_template(final: Path, run_as: RunAs) -> None:
     res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), *INITDB_ARGS], run_as)
     if res.returncode != 0:
         raise TopologyError(f"initdb failed (exit {res.returncode}): {res.stderr.strip()[-800:]}")
+    password = secrets.token_urlsafe(24)
     (data / "pg_hba.conf").write_text(PG_HBA)
     with open(data / "postgresql.conf", "a") as conf:
         conf.write(DATADIR_SETTINGS)
@@ -129,16 +138,64 @@ def _build_template(final: Path, run_as: RunAs) -> None:
         wait_ready(data, pid, log, timeout=30)
         with psycopg.connect(host=str(sock), port=port, user=SUPERUSER, dbname="postgres",
                              autocommit=True) as conn:
-            for statement in BOOTSTRAP_SQL:
-                conn.execute(statement)
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(APP_USER),
+                                                                           sql.Literal(password)))
+            conn.execute(f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
     finally:
         signal_pid(pid, signal.SIGINT)  # fast shutdown: a clean checkpoint for the copies
         if not wait_gone(pid, 30, group=True):
             kill_group(pid)
     shutil.rmtree(sock, ignore_errors=True)
     (data / "postmaster.opts").unlink(missing_ok=True)
+    _write_credentials(credentials_file(final), password, run_as)  # before the template counts as built
     data.rename(final)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def credentials_file(template: Path) -> Path:
+    """The test login's password file beside a template: one libpq password-file line
+    (``*:*:*:app:<password>``), mode 0600, owned by the database user. libpq and psql read it with
+    ``passfile=<path>``; the harness passes the password to clients in memory only (issue 17: never
+    on a command line, never in an output)."""
+    return template.parent / f"{template.name}.pgpass"
+
+
+def _write_credentials(path: Path, password: str, run_as: RunAs) -> None:
+    run_as.chown(write_private_file(path, f"*:*:*:{APP_USER}:{_pgpass_escape(password)}\n"))
+
+
+def _pgpass_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def read_credentials(template: Path) -> Credentials:
+    """The test login of a template (user, password, database, password file), read from
+    :func:`credentials_file`; the password is remembered for redaction (issue 17)."""
+    path = credentials_file(template)
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)  # libpq ignores a password file others can read
+        line = path.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        raise TopologyError(f"the test login's password file {path} of template {template} is missing or "
+                            f"unreadable; remove the template ({template}) so that it is built again") from None
+    fields, cur, escaped = [], "", False
+    for ch in line:
+        if escaped:
+            cur, escaped = cur + ch, False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ":":
+            fields.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    fields.append(cur)
+    if len(fields) != 5 or fields[3] != APP_USER or not fields[4]:
+        raise TopologyError(f"{path} is not the harness's password file; remove the template ({template}) "
+                            "so that it is built again")
+    remember(fields[4])
+    return Credentials(APP_USER, fields[4], APP_DATABASE, passfile=str(path))
 
 
 def _free_port() -> int:
@@ -231,18 +288,30 @@ def log_tail(log: Path, lines: int = 15) -> str:
 
 def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30, standby: bool = False) -> None:
     """Wait until the postmaster reports ``ready`` (or ``standby``); NodeStartError with the log
-    tail if it dies or does not get there in time."""
+    tail if it dies or does not get there in time - PortInUseError when it died because its TCP
+    port was taken (the caller starts it on another port, issue 17)."""
     deadline = time.monotonic() + timeout
     wanted = {"ready", "standby"}
     while True:
         if read_status(datadir) in wanted:
             return
         if not pid_alive(pid):
-            raise NodeStartError(f"PostgreSQL in {datadir} exited during start-up; log:\n{log_tail(log)}")
+            tail = log_tail(log)
+            if _bind_failed(tail):
+                raise PortInUseError(f"PostgreSQL in {datadir} could not bind its port (Address already in use); "
+                                     f"log:\n{tail}")
+            raise NodeStartError(f"PostgreSQL in {datadir} exited during start-up; log:\n{tail}")
         if time.monotonic() >= deadline:
             raise NodeStartError(f"PostgreSQL in {datadir} not ready after {timeout:.0f} s; "
                                  f"log:\n{log_tail(log)}")
         time.sleep(0.003)
+
+
+def _bind_failed(tail: str) -> bool:
+    """The server's last FATAL says it could not listen: its port was taken ("could not bind IPv4
+    address ... Address already in use", "could not create any TCP/IP sockets")."""
+    fatal = [line for line in tail.splitlines() if "FATAL:" in line]
+    return bool(fatal) and "could not create any TCP/IP sockets" in fatal[-1]
 
 
 def clear_stale_locks(datadir: Path, socket_dir: Path | None = None) -> None:
@@ -361,7 +430,20 @@ class PostgresEngine:
 
     name = "postgres"
     label = "PostgreSQL"
-    credentials = Credentials(APP_USER, APP_PASSWORD, APP_DATABASE)
+    _read: dict[tuple[str, int], Credentials] = {}  # (password file, its mtime) -> what it holds
+
+    @property
+    def credentials(self) -> Credentials:
+        """The test login every node accepts: user ``app``, database ``app`` and this machine's random
+        password (built with the template on first use; see :func:`credentials_file`)."""
+        template = template_dir(database_user())
+        try:
+            key = (str(template), credentials_file(template).stat().st_mtime_ns)
+        except OSError:
+            return read_credentials(template)  # names the missing file
+        if key not in self._read:
+            self._read[key] = read_credentials(template)
+        return self._read[key]
 
     server_version = staticmethod(server_version)
     template_dir = staticmethod(template_dir)
@@ -386,15 +468,21 @@ class PostgresEngine:
         """Wait until the server accepts writes (as :func:`wait_writable`)."""
         wait_writable(socket_dir, port, pid, log, timeout=timeout)
 
-    @staticmethod
-    def bootstrap_files() -> dict[str, str]:
+    def bootstrap_files(self) -> dict[str, str]:
         """What a node's container entrypoint (``compose/fh-node.sh``) reads from the node's folder to
         create, clone or rewind its data directory the way this module does locally: initdb options,
         pg_hba.conf, the data directory's own settings, the roles/database SQL and the superuser's
-        passfile (pg_rewind connects through the fault proxy over TCP)."""
+        password file (pg_rewind connects through the fault proxy over TCP, where pg_hba asks for
+        SCRAM). Both logins get this machine's random test password (:attr:`credentials`, remembered
+        for redaction); the caller writes every file private (mode 0600, issue 17)."""
+        password = self.credentials.password
+        literal = "'" + password.replace("'", "''") + "'"
+        bootstrap = (f"CREATE ROLE {APP_USER} LOGIN PASSWORD {literal}\n"
+                     f"ALTER ROLE {SUPERUSER} PASSWORD {literal}\n"
+                     f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}\n")
         return {"initdb.args": " ".join(INITDB_ARGS) + "\n", "pg_hba.conf": PG_HBA,
-                "datadir.conf": DATADIR_SETTINGS, "bootstrap.sql": "\n".join(BOOTSTRAP_SQL) + "\n",
-                "pgpass": f"127.0.0.1:*:*:{SUPERUSER}:{SUPERUSER}\n"}
+                "datadir.conf": DATADIR_SETTINGS, "bootstrap.sql": bootstrap,
+                "pgpass": f"127.0.0.1:*:*:{SUPERUSER}:{_pgpass_escape(password)}\n"}
 
     @staticmethod
     def config_text(config: NodeConfig) -> str:

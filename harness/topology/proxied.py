@@ -9,24 +9,34 @@ be cut.
 
 The proxy server is the one :func:`harness.toxiproxy.select.start_fault_proxy` picks (TOXIPROXY_URL >
 toxiproxy-server on PATH > embedded). A detached run (``up --detach``) needs a server that outlives
-the command: there the embedded server runs as its own background process, recorded in the run."""
+the command: there the embedded server runs as its own background process, recorded in the run.
+
+What the proxies cannot see - a connect refused because a proxy is disabled (``partition
+how=refuse``) - a packet capture on the loopback interface sees (:mod:`harness.capture`): a
+subscriber gets its ``conn.refused`` events beside the proxy's ``conn.*`` ones, and one
+``harness.capture`` event saying whether the capture runs (``FAILOVER_HARNESS_CAPTURE=off`` turns it
+off)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import select
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 
-from harness.errors import ConfigError, ProxyError
-from harness.ports import allocate_port
+from harness.capture import CaptureTarget, Observation, RefusedConnectCapture
+from harness.errors import CaptureUnavailable, ConfigError, ProxyError
 from harness.topology.links import Address, DirectLinks, Links
 from harness.topology.state import LinksState, ProcessRecord, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.models import ConnEvent, split_hostport
 from harness.toxiproxy.select import FaultProxyHandle, start_fault_proxy
+
+CAPTURE_ENV = "FAILOVER_HARNESS_CAPTURE"
 
 
 class ProxiedLinks:
@@ -50,6 +60,8 @@ class ProxiedLinks:
         self._run_id: str | None = None
         self._nodes: list[str] = []
         self._created: list[str] = []
+        self._targets: list[CaptureTarget] = []
+        self._captures: list[_CaptureFeed] = []
 
     # ------------------------------------------------------------------ names and addresses
     def client_proxy(self, node: str) -> str:
@@ -75,6 +87,7 @@ class ProxiedLinks:
         self._run_id = state.run
         self._nodes = [n.name for n in state.nodes]
         if state.links.proxies:
+            self._remember_targets(state)
             return  # attached: the proxies exist already
         principal = state.principal()
         names: dict[str, ProxyNames] = {}
@@ -90,6 +103,11 @@ class ProxiedLinks:
                                  version=self.version, description=self.description, proxies=names)
         if self._process:
             state.processes.append(self._process)
+        self._remember_targets(state)
+
+    def _remember_targets(self, state: RunState) -> None:
+        """The client-facing listen addresses the refused-connect capture watches."""
+        self._targets = [CaptureTarget(p.client_listen, p.client, node) for node, p in state.links.proxies.items()]
 
     def client_address(self, state: RunState, node: str) -> Address:
         """The client-facing proxy's listen address."""
@@ -100,15 +118,21 @@ class ProxiedLinks:
         return split_hostport(state.links.proxies[standby].replication_listen)
 
     def roles_changed(self, state: RunState) -> None:
-        """Point every replication proxy at the new principal's server."""
+        """Point every replication proxy at the principal's server, and every client-facing proxy at
+        its node's server (which moves when its port was taken at start-up, issue 17)."""
         upstream = f"127.0.0.1:{state.principal().port}"
         for node in state.nodes:
-            name = state.links.proxies[node.name].replication
-            if self.client.get_proxy(name).upstream != upstream:
-                self.client.update_proxy(name, upstream=upstream)
+            wanted = {state.links.proxies[node.name].replication: upstream,
+                      state.links.proxies[node.name].client: f"127.0.0.1:{node.port}"}
+            for name, target in wanted.items():
+                if self.client.get_proxy(name).upstream != target:
+                    self.client.update_proxy(name, upstream=target)
 
     def teardown(self) -> None:
         """Delete this run's proxies and stop the proxy server if this process started it."""
+        for feed in self._captures:
+            feed.stop()
+        self._captures.clear()
         try:
             for name in self._created:
                 with contextlib.suppress(ProxyError):
@@ -118,11 +142,67 @@ class ProxiedLinks:
                 self._owner.close()
                 self._owner = None
 
-    def subscribe(self, callback: Callable[[ConnEvent], None]) -> Callable[[], None]:
-        """Connection events of the proxy server (a no-op where the server has none)."""
-        if self.handle is None:
-            return lambda: None
-        return self.handle.subscribe(callback)
+    def subscribe(self, callback: Callable[[ConnEvent | Observation], None]) -> Callable[[], None]:
+        """Connection events of the proxy server (none where the server has no event stream), plus the
+        refused connects at the client-facing listen addresses (``conn.refused``) and one
+        ``harness.capture`` event saying whether that capture runs, all to ``callback``."""
+        unsubscribe = self.handle.subscribe(callback) if self.handle is not None else (lambda: None)
+        feed = _CaptureFeed(self._targets, callback)
+        self._captures.append(feed)
+
+        def stop() -> None:
+            unsubscribe()
+            feed.stop()
+            if feed in self._captures:
+                self._captures.remove(feed)
+
+        return stop
+
+    def settle(self, timeout: float = 2.0) -> None:
+        """Deliver every connection event the fault proxy observed so far (a real server's events
+        trail its log) and every refused connect (a capture found incomplete is reported to its
+        subscriber as ``harness.capture`` with ``available: false``)."""
+        if self.handle is not None:
+            self.handle.settle(timeout)
+        for feed in list(self._captures):
+            feed.settle(timeout)
+
+
+class _CaptureFeed:
+    """One subscriber's refused-connect capture and its ``harness.capture`` status events."""
+
+    def __init__(self, targets: list[CaptureTarget], callback: Callable[[Observation], None]) -> None:
+        self._callback = callback
+        self._capture: RefusedConnectCapture | None = None
+        self._targets = [{"listen": t.listen, "proxy": t.proxy, "node": t.node} for t in targets]
+        capture = RefusedConnectCapture(targets, callback)
+        try:
+            if os.environ.get(CAPTURE_ENV, "").strip().lower() in ("0", "off", "no", "false"):
+                raise CaptureUnavailable(f"turned off by {CAPTURE_ENV}={os.environ[CAPTURE_ENV]}")
+            if not targets:
+                raise CaptureUnavailable("no client-facing proxy to watch")
+            self._capture = capture.start()
+        except CaptureUnavailable as exc:
+            self._status(False, str(exc), capture.method)
+            return
+        self._status(True, None, capture.method, probe=capture.probe)
+
+    def _status(self, available: bool, reason: str | None, method: str, **extra: object) -> None:
+        fields = {"available": available, "method": method, "reason": reason, "targets": self._targets, **extra}
+        self._callback(Observation(time.monotonic(), "harness.capture", fields))
+
+    def settle(self, timeout: float) -> None:
+        if self._capture is None:
+            return
+        reason = self._capture.settle(timeout)
+        if reason is not None:  # incomplete from here on: say so once and stop watching
+            self._status(False, reason, self._capture.method)
+            self.stop()
+
+    def stop(self) -> None:
+        if self._capture is not None:
+            self._capture.stop()
+            self._capture = None
 
 
 def start_proxied_links(detached: bool = False, kind: str | None = None) -> ProxiedLinks:
@@ -132,22 +212,7 @@ def start_proxied_links(detached: bool = False, kind: str | None = None) -> Prox
     or ``TOXIPROXY_URL``). A detached run without ``TOXIPROXY_URL`` gets the embedded server as a
     background process (``failover-harness toxiproxy-server``) that ``down`` stops."""
     if detached and not os.environ.get("TOXIPROXY_URL") and kind in (None, "embedded"):
-        port = allocate_port()
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1",
-                                 "--port", str(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        client = ToxiproxyClient(f"http://127.0.0.1:{port}", timeout=5)
-        deadline = time.monotonic() + 15
-        while not client.is_available():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise ProxyError(f"the embedded toxiproxy server did not start on port {port} "
-                                 f"(exit code {proc.poll()})")
-            time.sleep(0.02)
-        return ProxiedLinks(client, "embedded", client.version(),
-                            process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid),
-                            description=f"embedded Toxiproxy-compatible server {client.version()} at "
-                                        f"{client.url} (background process {proc.pid})")
+        return _background_embedded_server()
     stack = contextlib.ExitStack()
     try:
         handle = stack.enter_context(start_fault_proxy(kind=kind))
@@ -156,6 +221,35 @@ def start_proxied_links(detached: bool = False, kind: str | None = None) -> Prox
         raise
     return ProxiedLinks(handle.client, handle.kind, handle.version, handle=handle, owner=stack,
                         description=handle.describe())
+
+
+def _background_embedded_server(timeout: float = 15) -> ProxiedLinks:
+    """The embedded server as a background process for a detached run. It binds its API port itself
+    (``--port 0``) and says which one on its first output line, so no other process can take the
+    port between choosing and binding it (issue 17)."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1",
+                             "--port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+    assert proc.stdout is not None
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if ready else ""
+    finally:
+        proc.stdout.close()  # it prints nothing else on stdout
+    match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+    client = ToxiproxyClient(match.group(1) if match else "http://127.0.0.1:0", timeout=5)
+    deadline = time.monotonic() + timeout
+    while match is None or not client.is_available():
+        if match is None or proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise ProxyError(f"the embedded toxiproxy server did not start (exit code {proc.poll()}; "
+                             f"it said {line.strip()[:200]!r})")
+        time.sleep(0.02)
+    return ProxiedLinks(client, "embedded", client.version(),
+                        process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid),
+                        description=f"embedded Toxiproxy-compatible server {client.version()} at "
+                                    f"{client.url} (background process {proc.pid})")
 
 
 def links_from_state(state: RunState) -> ProxiedLinks:

@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -27,15 +28,22 @@ from harness.topology.state import ProcessRecord, RunState
 STATE_FILE = "state.json"
 
 
+#: What :func:`new_run_id` makes: ``MMDDhhmmss-xxxx`` (e.g. ``1201091755-628b``).
+RUN_ID = re.compile(r"[0-9]{10}-[0-9a-f]{4}")
+
+
 def new_run_id() -> str:
-    """A short unique run ID (time-ordered prefix + random suffix)."""
+    """A short unique run ID (time-ordered prefix + random suffix), matching :data:`RUN_ID`."""
     return time.strftime("%m%d%H%M%S") + "-" + secrets.token_hex(2)
 
 
 def run_path(run_id: str) -> Path:
-    """The directory of run ``run_id`` (ConfigError if there is no such run)."""
-    if not run_id or "/" in run_id or run_id.startswith("."):
-        raise ConfigError(f"invalid run ID {run_id!r}")
+    """The directory of run ``run_id`` (ConfigError if it is not a run ID or there is no such run)."""
+    if not RUN_ID.fullmatch(run_id or ""):
+        shown = run_id if len(run_id or "") <= 40 else f"{run_id[:30]}... ({len(run_id)} characters)"
+        known = ", ".join(sorted(list_runs())) or "none"
+        raise ConfigError(f"no run {shown!r}: that is not a run ID (run IDs look like 1201091755-628b, as 'up' "
+                          f"prints them; runs on this machine: {known})")
     path = runs_dir() / run_id
     if not (path / STATE_FILE).exists():
         known = ", ".join(sorted(list_runs())) or "none"
@@ -87,12 +95,18 @@ def record_process(path: Path, name: str, pid: int, pgid: int | None = None, rem
         save_state(path, state)
 
 
-def start_reaper(path: Path, owner_pid: int) -> None:
+def start_reaper(path: Path, owner_pid: int) -> int:
     """Start a watchdog that tears the run down if ``owner_pid`` dies without doing it (a crash or
-    SIGKILL of the test run). It exits by itself once the run directory is gone."""
-    subprocess.Popen([sys.executable, "-m", "harness.topology.reaper", str(path), str(owner_pid)],
+    SIGKILL of the test run), or holds a detached run's port reservations. It exits by itself once the
+    run directory is gone. Returns its PID."""
+    return subprocess.Popen([sys.executable, "-m", "harness.topology.reaper", str(path), str(owner_pid)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True)
+                     start_new_session=True, close_fds=True).pid
+
+
+def find_reaper(path: Path) -> int | None:
+    """The PID of the run's live reaper, or None when it is gone."""
+    return next((pid for pid in processes_mentioning(str(path)) if "harness.topology.reaper" in _cmdline(pid)), None)
 
 
 def down_run(path: Path) -> list[int]:

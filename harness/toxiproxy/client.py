@@ -24,6 +24,9 @@ class ToxiproxyClient:
         #: node annotations this client sent (proxy name -> node); used to label log-derived
         #: events of a real server, which ignores the ``node`` key.
         self.nodes: dict[str, str] = {}
+        #: bound listen address of every proxy this client has seen in an answer (proxy name ->
+        #: ``host:port``); a real server's log names only the configured ``127.0.0.1:0``.
+        self.listens: dict[str, str] = {}
 
     # -- plumbing -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -84,11 +87,21 @@ class ToxiproxyClient:
             return False
         return True
 
+    def metrics(self) -> str:
+        """The Prometheus text of ``GET /metrics`` (a real server started with ``-proxy-metrics``)."""
+        return str(self._request("GET", "/metrics") or "")
+
     # -- proxies --------------------------------------------------------------------------------
+    def _seen(self, data: Any) -> Proxy:
+        proxy = Proxy.from_json(data)
+        if proxy.name and proxy.listen:
+            self.listens[proxy.name] = proxy.listen
+        return proxy
+
     def proxies(self) -> dict[str, Proxy]:
         """Every proxy, keyed by name."""
         body = self._request("GET", "/proxies") or {}
-        return {name: Proxy.from_json(p) for name, p in body.items()}
+        return {name: self._seen(p) for name, p in body.items()}
 
     def create_proxy(self, name: str, upstream: str, listen: str = "127.0.0.1:0", enabled: bool = True,
                      node: str | None = None) -> Proxy:
@@ -98,14 +111,14 @@ class ToxiproxyClient:
         body: dict[str, Any] = {"name": name, "upstream": upstream, "listen": listen, "enabled": enabled}
         if node is not None:
             body["node"] = node
-        proxy = Proxy.from_json(self._request("POST", "/proxies", json=body, ok=(201, 200)))
+        proxy = self._seen(self._request("POST", "/proxies", json=body, ok=(201, 200)))
         if node is not None:
             self.nodes[name] = node
         return proxy
 
     def get_proxy(self, name: str) -> Proxy:
         """One proxy (404 -> :class:`ToxiproxyAPIError` with status 404)."""
-        return Proxy.from_json(self._request("GET", f"/proxies/{name}"))
+        return self._seen(self._request("GET", f"/proxies/{name}"))
 
     def populate(self, proxies: list[Proxy | dict[str, Any]]) -> list[Proxy]:
         """Create or replace several proxies at once (``POST /populate``)."""
@@ -114,7 +127,7 @@ class ToxiproxyClient:
         for item in body:
             if item.get("node") is not None:
                 self.nodes[str(item["name"])] = str(item["node"])
-        return [Proxy.from_json(p) for p in (result or {}).get("proxies", [])]
+        return [self._seen(p) for p in (result or {}).get("proxies") or []]  # null when empty, as on real
 
     def update_proxy(self, name: str, *, enabled: bool | None = None, listen: str | None = None,
                      upstream: str | None = None, node: str | None = None) -> Proxy:
@@ -124,7 +137,7 @@ class ToxiproxyClient:
                            ("node", node)):
             if value is not None:
                 body[key] = value
-        proxy = Proxy.from_json(self._request("PATCH", f"/proxies/{name}", json=body))
+        proxy = self._seen(self._request("PATCH", f"/proxies/{name}", json=body))
         if node is not None:
             self.nodes[name] = node
         return proxy
@@ -140,6 +153,7 @@ class ToxiproxyClient:
     def delete_proxy(self, name: str) -> None:
         """Delete a proxy and drop its connections."""
         self._request("DELETE", f"/proxies/{name}", ok=(204, 200))
+        self.listens.pop(name, None)
 
     # -- toxics ---------------------------------------------------------------------------------
     def toxics(self, proxy: str) -> list[Toxic]:

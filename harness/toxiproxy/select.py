@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from harness.errors import ConfigError, MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.toxiproxy.client import ToxiproxyClient
-from harness.toxiproxy.logstream import ToxiproxyProcess
 from harness.toxiproxy.models import ConnEvent
 from harness.toxiproxy.server import EmbeddedToxiproxy
+from harness.toxiproxy.spawned import ToxiproxyProcess
 
 EventCallback = Callable[[ConnEvent], None]
 KINDS = ("external", "spawned", "embedded")
@@ -43,6 +43,7 @@ class FaultProxyHandle:
     source: str
     _subscribe: Callable[[EventCallback], Callable[[], None]] | None = field(default=None, repr=False)
     embedded: EmbeddedToxiproxy | None = field(default=None, repr=False)
+    _settle: Callable[[float], bool] | None = field(default=None, repr=False)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """Call ``callback(ConnEvent)`` for every later connection event; returns unsubscribe.
@@ -52,6 +53,13 @@ class FaultProxyHandle:
         if self._subscribe is None:
             return _noop
         return self._subscribe(callback)
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Return once every connection event the server observed before this call has reached the
+        subscribers (True), False if that could not be confirmed within ``timeout``. The embedded
+        server publishes on the connection's own thread, so it is always settled; a spawned real
+        server's events are derived from its log on a thread of ours (OBS-1)."""
+        return True if self._settle is None else self._settle(timeout)
 
     def describe(self) -> str:
         """One line for reports, e.g. ``fault proxy: embedded Toxiproxy-compatible server 2.12.0 at
@@ -91,6 +99,22 @@ def find_server_binary(env: Mapping[str, str] | None = None) -> str | None:
                 "unset it to use the embedded server")
         return path
     return shutil.which("toxiproxy-server", path=env.get("PATH"))
+
+
+def planned_choice(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(kind, where)`` the selection order picks now, without starting anything: ``("external",
+    URL)``, ``("spawned", binary path)`` or ``("embedded", "harness.toxiproxy")``. A
+    ``TOXIPROXY_SERVER_BIN`` that is not executable is reported as ``("spawned", "PATH (missing)")``."""
+    env = os.environ if env is None else env
+    if env.get("TOXIPROXY_URL"):
+        return "external", env["TOXIPROXY_URL"]
+    try:
+        binary = find_server_binary(env)
+    except MissingDependencyError:
+        return "spawned", f"{env.get('TOXIPROXY_SERVER_BIN')} (missing)"
+    if binary:
+        return "spawned", binary
+    return "embedded", "harness.toxiproxy"
 
 
 @contextmanager
@@ -134,7 +158,8 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
         port = allocate_port(host)
         clients: list[ToxiproxyClient] = []
         proc = ToxiproxyProcess(binary, host, port,
-                                node_of=lambda name: clients[0].nodes.get(name) if clients else None)
+                                node_of=lambda name: clients[0].nodes.get(name) if clients else None,
+                                listen_of=lambda name: clients[0].listens.get(name) if clients else None)
         try:
             proc.start()
             client = ToxiproxyClient(proc.url, timeout=timeout)
@@ -142,8 +167,8 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
             try:
                 source = "TOXIPROXY_SERVER_BIN" if env.get("TOXIPROXY_SERVER_BIN") else "PATH"
                 yield FaultProxyHandle("spawned", proc.url, client.version(), client, True,
-                                       "derived from trace log (no byte counts, 1 s log times)",
-                                       f"{source}: {binary}", proc.subscribe)
+                                       "derived from its trace log and /metrics (times as the lines arrive)",
+                                       f"{source}: {binary}", proc.subscribe, _settle=proc.settle)
             finally:
                 client.close()
         finally:

@@ -5,9 +5,11 @@ test with, and how they record its outcomes.
   ``Server=`` / ``Failover Partner=`` are the nodes' **client-facing fault-proxy addresses** in
   ``ip,port`` form, so every attempt the client makes is observed at a fault proxy.
 * :func:`partner` gives the names the checkers match a partner by: the node's fault-proxy name
-  and its listen address ``host:port`` (the latter also matches the client's own ``attempt.*``
-  events, which are the only trace of a refused connect).
-* :func:`try_open` / :class:`BackgroundOpen` open a connection with the client under test and turn
+  and its listen address ``host:port`` (the latter also matches the capture's ``conn.refused`` and
+  the client's own ``attempt.*`` events, the traces of a refused connect); :func:`partners` the
+  checkers' whole ``initial`` / ``failover`` / ``process`` block.
+* :func:`try_open` / :class:`BackgroundOpen` / :func:`open_during` (in the background while scoped
+  faults hold) open a connection with the client under test and turn
   whatever the *client* raises (its ``ConnectionOpenError``, a psycopg error, a refused connection
   string) into an outcome kept in the history (``client.outcome`` events) - a client that cannot
   do something is judged by a verdict, never reported as a harness error (OBS-1).
@@ -21,6 +23,7 @@ test with, and how they record its outcomes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -37,8 +40,6 @@ from harness.history.core import Event, History
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (MirroringClientError, psycopg.Error)
 
 APP_DATABASE = "app"
-APP_USER = "app"
-APP_PASSWORD = "app"
 
 
 def client_address(topology: Any, node: str) -> tuple[str, int]:
@@ -51,6 +52,15 @@ def partner(topology: Any, node: str) -> list[str]:
     """Checker names of ``node`` as a partner: its fault-proxy name and listen ``host:port``."""
     host, port = client_address(topology, node)
     return [topology.links.client_proxy(node), f"{host}:{port}"]
+
+
+def partners(topology: Any, initial: str, failover: str, process: Any = None) -> dict[str, Any]:
+    """The checkers' keyword block for ``Server=initial; Failover Partner=failover`` (MIR-1 … MIR-13):
+    ``initial`` / ``failover`` names (:func:`partner`) and, when given, the client ``process``."""
+    block: dict[str, Any] = {"initial": partner(topology, initial), "failover": partner(topology, failover)}
+    if process is not None:
+        block["process"] = process
+    return block
 
 
 def server_value(topology: Any, node: str) -> str:
@@ -72,7 +82,9 @@ def connstring(topology: Any, initial: str, failover: str | None = None, *,
         parts.append(f"Database={database}")
     if login_timeout != "default":
         parts.append(f"Connect Timeout={0 if login_timeout is None else f'{float(login_timeout):g}'}")
-    parts += [f"User ID={APP_USER}", f"Password={APP_PASSWORD}"]
+    creds = topology.engine.credentials  # the engine's test login (a random password, issue 17)
+    password = creds.password.replace('"', '""')
+    parts += [f"User ID={creds.user}", f'Password="{password}"']
     return "; ".join(parts)
 
 
@@ -174,6 +186,19 @@ class BackgroundOpen:
         if result.pending:
             _record_outcome(self.history, getattr(self.client, "process", None), result, self.label)
         return result
+
+
+def open_during(client: Any, text: str, history: History, faults: Sequence[Any] = (), *, wait: float,
+                label: str = "") -> OpenResult:
+    """Open in the background while the scoped ``faults`` hold (entered in order, undone after
+    ``wait`` seconds even if the open is still pending - a client with no working login timeout is
+    then unblocked), then wait for its end (:meth:`BackgroundOpen.finish`)."""
+    with contextlib.ExitStack() as stack:
+        for fault in faults:
+            stack.enter_context(fault)
+        bg = BackgroundOpen(client, text, history, label=label)
+        bg.wait(wait)
+    return bg.finish(10.0)
 
 
 def wait_until(predicate: Any, timeout: float, interval: float = 0.005) -> bool:

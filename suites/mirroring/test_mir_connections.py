@@ -26,7 +26,9 @@ from harness.workload.mirroring import (
     BackgroundOpen,
     connstring,
     judge_with_stall_retry,
+    open_during,
     partner,
+    partners,
     try_open,
     wait_until,
 )
@@ -190,3 +192,54 @@ def test_server_shutdown_aborts_a_pending_attempt_at_once(pair: Pair, faults: Fa
         ]
 
     check(judge_with_stall_retry(history, scenario))
+
+
+@pytest.mark.rule("MIR-1", "MIR-4")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_refused_first_partner_seen_from_outside(pair: Pair, faults: Faults, history: History, check: Check,
+                                                 client: Any) -> None:
+    """``Server=<mirror n2>; Failover Partner=<principal n1>`` with n2's proxy refusing connects
+    (``refuse``: the listener is disabled, the kernel answers the SYN with an RST), LT = 2 s. MIR-1:
+    attempt 1 goes to n2; MIR-4: then n1, which opens. No fault proxy sees the refused connect: the
+    harness's packet capture does (``conn.refused``), so a client that reports no attempts of its own
+    is judged as well. Where the capture is unavailable (not root), such a client gets *unknown*
+    (a harness error), never a violation (OBS-1)."""
+    lt = 2.0
+    open_during(client, connstring(pair, "n2", "n1", login_timeout=lt), history, [faults.partition("n2", how="refuse")],
+                wait=lt + GRACE, label="n2 refused").close()
+    events = history.events()
+    names = partners(pair, "n2", "n1", "app")
+    check([
+        check_mir_1(events, **names, use_client_view=False),  # judged on what the harness saw itself
+        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL, use_client_view=False),
+        check_mir_1(events, **names),
+        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+    ])
+
+
+@pytest.mark.rule("MIR-1", "MIR-4")
+@pytest.mark.topology(mode="sync", mirror_readable=True)
+def test_readable_standby_first_is_not_a_connection_to_the_principal(pair: Pair, history: History, check: Check,
+                                                                    client: Any) -> None:
+    """``Server=<standby n2>; Failover Partner=<principal n1>`` where n2 is a *readable* hot standby
+    (it accepts the login but is not the principal), LT = 2 s.
+    **(interpretation, docs/mirroring.md)** a connection that lands on a readable standby and stays
+    there has not reached the principal the rule demands: MIR-4 alternation goes on to the failover
+    partner n1, and the open ends there - an open that ends on n2 violates MIR-4. MIR-1: n2 first."""
+    lt = 2.0
+    res = try_open(client, connstring(pair, "n2", "n1", login_timeout=lt), history, label="readable standby first")
+    in_recovery = None
+    if res.ok:
+        try:
+            in_recovery = res.conn.execute("SELECT pg_is_in_recovery()")
+        except CLIENT_ERRORS:
+            pass
+        res.close()
+    history.record("client.outcome", process="app", f="execute", label="pg_is_in_recovery()",
+                   value=str(in_recovery))
+    events = history.events()
+    names = partners(pair, "n2", "n1", "app")
+    check([
+        check_mir_1(events, **names),
+        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+    ])

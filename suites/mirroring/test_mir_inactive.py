@@ -10,6 +10,7 @@ again with a fresh client (at most three tries)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -19,7 +20,14 @@ from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
 from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_7, check_mir_8
 from harness.rules.verdict import Verdict
-from harness.workload.mirroring import BackgroundOpen, connstring, judge_with_stall_retry, partner
+from harness.workload.mirroring import (
+    BackgroundOpen,
+    connstring,
+    judge_with_stall_retry,
+    open_during,
+    partner,
+    partners,
+)
 
 TOL = 0.020
 GRACE = 1.0
@@ -59,6 +67,42 @@ def test_both_partners_inactive_get_growing_retry_delays(group: Group, history: 
         ]
 
     check(judge_with_stall_retry(history, scenario))
+
+
+@pytest.mark.rule("MIR-4", "MIR-7")
+@pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
+def test_retry_delays_stay_at_one_second_after_round_five(group: Group, history: History, check: Check,
+                                                          make_client: Any) -> None:
+    """MIR-7 to the cap: ``Server=n2; Failover Partner=n3``, both inactive standbys, LT = 5 s - long
+    enough for three delays after round 5. After rounds 1-4 the client waits 100, 200, 400, 800 ms;
+    after round 5 and every later round exactly 1 s (±20 ms), until the login timeout cuts the last
+    one: a client whose delays keep doubling (1.6 s after round 5) violates MIR-7. MIR-4:
+    alternation until the login timeout. (≈6 s.)"""
+    _require_standbys(group, "n2", "n3")
+    lt = 5.0
+
+    def scenario(k: int) -> list[Verdict]:
+        open_during(make_client(f"app-{k}"), connstring(group, "n2", "n3", login_timeout=lt), history,
+                    wait=lt + GRACE, label="delays to the cap")
+        events = history.events()
+        names = partners(group, "n2", "n3", f"app-{k}")
+        return [
+            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+            _to_the_cap(check_mir_7(events, **names, tolerance=TOL)),
+        ]
+
+    check(judge_with_stall_retry(history, scenario))
+
+
+def _to_the_cap(mir_7: Verdict, rounds_after_five: int = 2) -> Verdict:
+    """MIR-7 kept only counts here if delays after round 5 were judged (rounds 5 and 6 at least):
+    otherwise the 1 s cap was never exercised and the verdict is unknown, not a pass."""
+    after = [r for r in mir_7.details.get("delayed_rounds", []) if r >= 5]
+    if mir_7.valid is not True or len(after) >= rounds_after_five:
+        return mir_7
+    return dataclasses.replace(mir_7, valid="unknown",
+                               observed=f"{mir_7.observed}, but only {len(after)} after round 5: the cap was "
+                                        "not exercised")
 
 
 @pytest.mark.rule("MIR-4", "MIR-7")

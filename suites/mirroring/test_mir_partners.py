@@ -1,5 +1,6 @@
 """MIR-9 (partner cache update after a role change) and MIR-10 (stale failover partner), on a group
-of three nodes A = n1, B = n2, C = n3 (standbys with hot standby off: inactive partners). The
+of three nodes A = n1, B = n2, C = n3 (standbys with hot standby off: inactive partners, or readable
+hot standbys), and MIR-9 on a pair (a redirected client that reopens). The
 principal publishes its current mirror's client-facing address as ``mirroring.partner`` (the
 PostgreSQL stand-in for the mirror name SQL Server returns at login); the topology records each
 change as a ``mirroring.partner`` event, which is what the MIR-9 checker compares the client's
@@ -11,10 +12,18 @@ from typing import Any
 
 import pytest
 
-from harness import Check, Faults, Group, History, Topology
+from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
-from harness.rules.mirroring import check_mir_9, check_mir_10
-from harness.workload.mirroring import BackgroundOpen, client_address, client_variant, connstring, partner, try_open
+from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_9, check_mir_10
+from harness.workload.mirroring import (
+    BackgroundOpen,
+    client_address,
+    client_variant,
+    connstring,
+    partner,
+    partners,
+    try_open,
+)
 
 LT = 1.0
 GRACE = 1.0
@@ -72,22 +81,8 @@ def test_failover_partner_cache_follows_role_changes(group: Group, faults: Fault
                       variant=variant, process="app"))
 
 
-@pytest.mark.rule("MIR-10")
-@pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
-def test_stale_failover_partner_four_cases(group: Group, faults: Faults, history: History, check: Check,
-                                           make_client: Any) -> None:
-    """MIR-10: ``Server=A; Failover Partner=B``, first connect of a fresh client (empty cache) in each
-    of the four cases (LT = 1 s):
-
-    | principal | mirror | first connect works? |
-    |---|---|---|
-    | A | B | yes |
-    | B | A | yes (via failover partner B) |
-    | C | A | no (A is only a mirror, B is stopped: stale) |
-    | A | C | yes (A answers; B stale) |
-
-    Reached by switchover to B, switchover to C + stop B, switchover back to A. The checker judges
-    each case's first open against the principal the test names."""
+def _four_cases(group: Group, faults: Faults, history: History, make_client: Any) -> list[Any]:
+    """MIR-10's four first connects (see the tests below) and their verdicts."""
     text = connstring(group, "n1", "n2", login_timeout=LT)
     names = {"initial": partner(group, "n1"), "failover": partner(group, "n2")}
     cases: list[tuple[str, str]] = []
@@ -107,5 +102,62 @@ def test_stale_failover_partner_four_cases(group: Group, faults: Faults, history
         first_connect("case-C-A", "n3", "n1")
         faults.switchover("n1")
         first_connect("case-A-C", "n1", "n3")
-    check([check_mir_10(history.events(), **names, principal=partner(group, principal), process=case)
-           for case, principal in cases])
+    return [check_mir_10(history.events(), **names, principal=partner(group, principal), process=case)
+            for case, principal in cases]
+
+
+@pytest.mark.rule("MIR-10")
+@pytest.mark.topology(mode="sync", mirror_readable=False, nodes=3)
+def test_stale_failover_partner_four_cases(group: Group, faults: Faults, history: History, check: Check,
+                                           make_client: Any) -> None:
+    """MIR-10: ``Server=A; Failover Partner=B``, first connect of a fresh client (empty cache) in each
+    of the four cases (LT = 1 s):
+
+    | principal | mirror | first connect works? |
+    |---|---|---|
+    | A | B | yes |
+    | B | A | yes (via failover partner B) |
+    | C | A | no (A is only a mirror, B is stopped: stale) |
+    | A | C | yes (A answers; B stale) |
+
+    Reached by switchover to B, switchover to C + stop B, switchover back to A. The checker judges
+    each case's first open against the principal the test names."""
+    check(_four_cases(group, faults, history, make_client))
+
+
+@pytest.mark.rule("MIR-10")
+@pytest.mark.topology(mode="sync", mirror_readable=True, nodes=3)
+def test_stale_failover_partner_four_cases_with_readable_standbys(group: Group, faults: Faults, history: History,
+                                                                  check: Check, make_client: Any) -> None:
+    """MIR-10's four cases with *readable* hot standbys: a standby accepts the login but is not the
+    principal. **(interpretation, docs/mirroring.md)** a first connect that lands on a readable
+    standby and stays there is not "the first connect works": in case C | A the connect must still
+    fail (A only a standby, B stale), and in case B | A it must end on B, not on A."""
+    check(_four_cases(group, faults, history, make_client))
+
+
+@pytest.mark.rule("MIR-1", "MIR-4", "MIR-9")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_redirected_then_reopened_in_a_pair(pair: Pair, faults: Faults, history: History, check: Check,
+                                            client: Any) -> None:
+    """MIR-9 in a two-node pair, ``Server=A (n1); Failover Partner=B (n2)``, LT = 1 s: after a
+    switchover B is the principal and publishes A - the initial partner - as its mirror.
+    **(interpretation, RULEBOOK MIR-9)** the client then caches the server it is connected to (B) as
+    the failover partner. Open 1 is redirected (A inactive → B); open 2 with the same client must
+    reach the principal again: attempts initial → failover, on B (MIR-4: the open ends on the
+    principal; MIR-9: attempt 2 goes to the cached B). A client that caches A twice tries A, A, A …
+    and fails while B is up."""
+    variant = client_variant(client)
+    history.meta.setdefault("rule_params", {})["MIR-9"] = {"variant": variant}
+    faults.switchover("n2")
+    _require_published(pair, history, "n2", "n1")
+    text = connstring(pair, "n1", "n2", login_timeout=LT)
+    _open_and_close(client, text, history, "1: redirected to B")
+    _open_and_close(client, text, history, "2: reopened")
+    events = history.events()
+    names = partners(pair, "n1", "n2", "app")
+    check([
+        check_mir_1(events, **names),
+        check_mir_4(events, **names, login_timeout=LT),
+        check_mir_9(events, **names, variant=variant),
+    ])

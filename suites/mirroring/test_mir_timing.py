@@ -20,7 +20,7 @@ import pytest
 from harness import Check, Faults, History, Pair
 from harness.rules.mirroring import check_mir_1, check_mir_3, check_mir_4, check_mir_5, check_mir_6
 from harness.rules.verdict import Verdict
-from harness.workload.mirroring import BackgroundOpen, connstring, judge_with_stall_retry, partner
+from harness.workload.mirroring import connstring, judge_with_stall_retry, open_during, partner, partners
 
 LT = 1.0
 TOL = 0.020  # the harness goal; the checkers refuse anything looser than ±0.050 s
@@ -32,10 +32,8 @@ GRACE = 1.0
 def _open_with_both_faulted(pair: Pair, faults: Faults, history: History, client: Any, how_initial: str,
                             how_failover: str, login_timeout: float) -> None:
     text = connstring(pair, "n1", "n2", login_timeout=login_timeout)
-    with faults.partition("n1", how=how_initial), faults.partition("n2", how=how_failover):
-        bg = BackgroundOpen(client, text, history, label=f"{how_initial}/{how_failover}")
-        bg.wait(login_timeout + GRACE)
-    bg.finish(10.0)
+    both = [faults.partition("n1", how=how_initial), faults.partition("n2", how=how_failover)]
+    open_during(client, text, history, both, wait=login_timeout + GRACE, label=f"{how_initial}/{how_failover}")
 
 
 @pytest.mark.rule("MIR-1", "MIR-4", "MIR-5", "MIR-6")
@@ -103,12 +101,35 @@ def test_no_failover_partner_only_the_initial_partner_is_tried(pair: Pair, fault
         verdicts = []
         for how in ("blackhole", "reset"):
             app = make_client(f"app-{how}-{k}")
-            with faults.partition("n1", how=how):
-                bg = BackgroundOpen(app, text, history, label=how)
-                bg.wait(LT + GRACE)
-            bg.finish(10.0)
+            open_during(app, text, history, [faults.partition("n1", how=how)], wait=LT + GRACE, label=how)
             verdicts.append(check_mir_3(history.events(), initial=partner(pair, "n1"), failover=partner(pair, "n2"),
                                         login_timeout=LT, tolerance=TOL, process=f"app-{how}-{k}"))
         return verdicts
+
+    check(judge_with_stall_retry(history, scenario))
+
+
+@pytest.mark.rule("MIR-1", "MIR-4", "MIR-5")
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_black_holed_first_partner_with_the_principal_behind_the_failover_partner(
+        pair: Pair, faults: Faults, history: History, check: Check, make_client: Any) -> None:
+    """``Server=<mirror n2>; Failover Partner=<principal n1>``, n2 black-holed, LT = 2 s. MIR-4: once
+    attempt 1's retry time (0.08 × 2 s = 160 ms) expires, the client tries the failover partner and
+    opens on the principal n1; a client that keeps waiting on n2 and fails at its timeout without
+    ever trying n1 violates MIR-4 (judged on the give-up), as does one that gives up early. MIR-5:
+    attempt 1 held 160 ms ±20 ms. MIR-1: n2 first."""
+    lt = 2.0
+    text = connstring(pair, "n2", "n1", login_timeout=lt)
+
+    def scenario(k: int) -> list[Verdict]:
+        open_during(make_client(f"app-{k}"), text, history, [faults.partition("n2", how="blackhole")],
+                    wait=lt + GRACE, label="black hole, then the principal").close()
+        names = partners(pair, "n2", "n1", f"app-{k}")
+        events = history.events()
+        return [
+            check_mir_1(events, **names),
+            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+            check_mir_5(events, **names, login_timeout=lt, tolerance=TOL),
+        ]
 
     check(judge_with_stall_retry(history, scenario))

@@ -178,16 +178,108 @@ def test_reset_enables_and_removes_toxics(toxi, echo) -> None:
         assert round_trip(s) < 0.2
 
 
-@pytest.mark.embedded_only(reason="deliberate difference: the real server accepts these and crashes")
-def test_invalid_attributes_are_400(toxi, echo) -> None:
+REQUEST_ID = "x-toxiproxy-request-id"
+
+
+def test_reply_shapes_match_real_2_12(toxi, echo) -> None:
+    """Content types, the request-id header, ``toxicity`` printed as Go prints a float32, error
+    bodies, ``/populate`` errors and unknown routes, as real 2.12 answers them."""
     p = toxi.proxy(echo.address)
-    for type_, attrs in (("slicer", {"average_size": 0}), ("latency", {"latency": -1}),
-                         ("bandwidth", {"rate": -5}), ("timeout", {"timeout": -1})):
-        with pytest.raises(ToxiproxyAPIError) as info:
-            toxi.client.add_toxic(p.name, type_, attributes=attrs)
-        assert info.value.status == 400
-        assert "must be" in info.value.message
+    replies = []
+    version = raw(toxi, "GET", "/version")
+    assert version.headers["content-type"] == "application/json;charset=utf-8"
+    created = raw(toxi, "POST", f"/proxies/{p.name}/toxics", json={"type": "latency", "name": "one"})
+    half = raw(toxi, "POST", f"/proxies/{p.name}/toxics",
+               json={"type": "latency", "name": "half", "toxicity": 0.5})
+    replies += [version, created, half]
+    for resp in (created, half):
+        assert resp.status_code == 200 and resp.headers["content-type"] == "application/json"
+    assert '"toxicity":1}' in created.text and type(created.json()["toxicity"]) is int
+    assert half.json()["toxicity"] == 0.5
+    missing = raw(toxi, "GET", f"/proxies/{p.name}x")
+    dup = raw(toxi, "POST", f"/proxies/{p.name}/toxics", json={"type": "latency", "name": "one"})
+    replies += [missing, dup]
+    for resp, status, message in ((missing, 404, "proxy not found"), (dup, 409, "toxic already exists")):
+        assert resp.status_code == status
+        assert resp.headers["content-type"] == "text/plain; charset=utf-8"
+        assert resp.headers["x-content-type-options"] == "nosniff"
+        assert resp.json() == {"error": message, "status": status}
+    bad = raw(toxi, "POST", "/populate", json=[
+        {"name": toxi.name("ok"), "listen": "127.0.0.1:0", "upstream": echo.address}, {"name": toxi.name("no")}])
+    replies.append(bad)
+    assert bad.status_code == 400 and bad.headers["content-type"] == "application/json"
+    assert bad.json() == {"error": "missing required field: upstream at proxy 2", "status": 400, "proxies": None}
+    unknown = raw(toxi, "GET", "/no/such/route")
+    assert unknown.status_code == 404 and unknown.text == "404 page not found\n"
+    assert unknown.headers["content-type"] == "text/plain; charset=utf-8"
+    wrong_method = raw(toxi, "DELETE", "/version")
+    assert wrong_method.status_code == 405 and wrong_method.text == ""
+    for resp in replies:
+        assert len(resp.headers[REQUEST_ID]) == 20, resp.headers
+    assert len({resp.headers[REQUEST_ID] for resp in replies}) == len(replies)
+
+
+def test_non_json_numbers_are_400_on_both(toxi, echo) -> None:
+    """``NaN``/``Infinity`` are not JSON (Go rejects them; Python's decoder would accept them) and a
+    toxicity beyond float32 is out of range: 400 on both servers, nothing added."""
+    p = toxi.proxy(echo.address)
+    for body in (b'{"type": "latency", "toxicity": NaN}', b'{"type": "latency", "toxicity": Infinity}',
+                 b'{"type": "latency", "toxicity": 1e39}', b'{"type": "latency", "attributes": {"latency": 1e400}}'):
+        resp = raw(toxi, "POST", f"/proxies/{p.name}/toxics", content=body)
+        assert resp.status_code == 400, (body, resp.text)
+        assert resp.json()["error"].startswith("bad request body"), resp.text
     assert toxi.client.toxics(p.name) == []
+
+
+# Limits the embedded server enforces where real 2.12 accepts the value and then crashes, hangs or
+# misbehaves (docs/toxiproxy.md, "Deliberate differences"): type, attributes, and the message part.
+BAD_TOXICS = [
+    ("slicer", {"average_size": 0}, "'average_size' of a slicer toxic must be >= 1"),
+    ("slicer", {}, "'average_size' of a slicer toxic must be >= 1"),
+    ("slicer", {"average_size": 10, "size_variation": 10}, "must be less than 'average_size'"),
+    ("slicer", {"average_size": 10, "delay": -1}, "'delay' of a slicer toxic must be >= 0"),
+    ("latency", {"latency": -1}, "'latency' of a latency toxic must be >= 0"),
+    ("latency", {"latency": int("1" + "0" * 400)}, "must be <= 9223372036854 (ms), got a 401-digit number"),
+    ("latency", {"jitter": 2**63 - 1}, "'jitter' of a latency toxic must be <= 9223372036854"),
+    ("bandwidth", {"rate": -5}, "'rate' of a bandwidth toxic must be >= 0 (KB/s), got -5; real 2.12 panics"),
+    ("bandwidth", {"rate": 2**62}, "'rate' of a bandwidth toxic must be <= 92233720368547758"),
+    ("timeout", {"timeout": -1}, "'timeout' of a timeout toxic must be >= 0"),
+    ("timeout", {"timeout": int("1" + "0" * 400)}, "'timeout' of a timeout toxic must be <="),
+    ("reset_peer", {"timeout": -1}, "'timeout' of a reset_peer toxic must be >= 0"),
+    ("slow_close", {"delay": -1}, "'delay' of a slow_close toxic must be >= 0"),
+    ("limit_data", {"bytes": -1}, "'bytes' of a limit_data toxic must be >= 0"),
+    ("latency", {"latency": "5"}, "'latency' of a latency toxic must be an integer (ms)"),
+    ("latency", {"latency": True}, "'latency' of a latency toxic must be an integer (ms)"),
+]
+
+
+@pytest.mark.embedded_only(reason="deliberate difference: real 2.12 accepts these values and then crashes "
+                           "(slicer average_size 0, bandwidth rate -5), hangs or treats them as 0")
+@pytest.mark.parametrize(("type_", "attrs", "message"), BAD_TOXICS)
+def test_invalid_attributes_are_400(toxi, echo, type_, attrs, message) -> None:
+    """Embedded only: real 2.12 accepts these and then crashes, hangs or ignores them. Every toxic
+    attribute is checked against the range its real Go type implies (int64 ms that must fit a
+    time.Duration, rate*100 within int64, slicer sizes >= 1 and variation below the average): a
+    one-line 400 naming the attribute and the limit, nothing added; PATCH too."""
+    p = toxi.proxy(echo.address)
+    with pytest.raises(ToxiproxyAPIError) as info:
+        toxi.client.add_toxic(p.name, type_, attributes=attrs)
+    assert info.value.status == 400 and message in info.value.message, info.value.message
+    assert "\n" not in info.value.message and len(info.value.message) < 200
+    assert toxi.client.toxics(p.name) == []
+    good = {"slicer": {"average_size": 10}}.get(type_, {})
+    before = toxi.client.add_toxic(p.name, type_, name="ok", attributes=good).attributes
+    with pytest.raises(ToxiproxyAPIError) as info:
+        toxi.client.update_toxic(p.name, "ok", attributes=attrs or {"average_size": 0})
+    assert info.value.status == 400
+    assert toxi.client.get_toxic(p.name, "ok").attributes == before  # unchanged
+
+
+def test_largest_durations_are_accepted(toxi, echo) -> None:
+    """The limits are the real types': the longest time.Duration in ms is still a valid latency."""
+    p = toxi.proxy(echo.address)
+    toxic = toxi.client.add_toxic(p.name, "latency", attributes={"latency": 9_223_372_036_854})
+    assert toxic.attributes["latency"] == 9_223_372_036_854
 
 
 def test_listen_conflict_on_patch_is_500(toxi, echo) -> None:

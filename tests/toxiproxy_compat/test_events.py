@@ -1,4 +1,5 @@
-"""The connection-events extension of the embedded server (docs/events.md, docs/toxiproxy.md)."""
+"""Connection events (docs/events.md, docs/toxiproxy.md): the embedded server's extension, and the
+same events derived from a spawned real server's log and /metrics (``kind == "spawned"``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import httpx
 import pytest
 from tcp_servers import connect, recv_exactly, round_trip, sender_handler, wait_until
 
-pytestmark = pytest.mark.embedded_only(reason="connection events are an extension of the embedded "
-                                       "server")
+EXTENSION = "connection events over HTTP and the node annotation are extensions of the embedded server"
+
+
+@pytest.fixture(autouse=True)
+def _needs_events(toxi) -> None:
+    if not toxi.handle.events_supported:
+        pytest.skip("an external server (TOXIPROXY_URL) has no connection events")
 
 FIELDS = {
     "conn.accepted": {"proxy", "conn_id", "client", "listen", "upstream", "node"},
@@ -59,10 +65,14 @@ def test_lifecycle_fields_order_and_times(toxi, echo) -> None:
     assert closed.fields["bytes_up"] == 5 and closed.fields["bytes_down"] == 5
     assert [e.seq for e in got.events] == sorted(e.seq for e in got.events)
     assert got.events[0].t <= got.events[1].t <= got.events[2].t
-    assert all(name.startswith("embedded-toxiproxy") for name in got.threads)
+    prefix = "embedded-toxiproxy" if toxi.kind == "embedded" else "toxiproxy-events"
+    assert all(name.startswith(prefix) for name in got.threads)
 
 
 def test_close_by_upstream_proxy_and_toxic(toxi, echo, make_server) -> None:
+    """Who closed: the server (``upstream``), a disable (``proxy``), a timeout toxic (``toxic`` on
+    the embedded server; a spawned real server's log shows the proxy closing both sides: ``proxy``),
+    with the bytes delivered each way."""
     got = Collector()
     toxi.handle.subscribe(got)
     closer = make_server(sender_handler(b"x"))
@@ -78,7 +88,8 @@ def test_close_by_upstream_proxy_and_toxic(toxi, echo, make_server) -> None:
         toxi.client.disable_proxy(p2.name)
         assert wait_until(lambda: len(got.of("conn.closed")) == 2)
     closed = got.of("conn.closed")[1].fields
-    assert (closed["by"], closed["reason"]) == ("proxy", "proxy disabled")
+    assert closed["by"] == "proxy"
+    assert closed["reason"] == "proxy disabled" if toxi.kind == "embedded" else "from server log" in closed["reason"]
 
     p3 = toxi.proxy(echo.address, base="tox")
     toxi.client.add_toxic(p3.name, "timeout", attributes={"timeout": 50})
@@ -86,7 +97,10 @@ def test_close_by_upstream_proxy_and_toxic(toxi, echo, make_server) -> None:
         s.sendall(b"lost")
         assert wait_until(lambda: len(got.of("conn.closed")) == 3)
     closed = got.of("conn.closed")[2].fields
-    assert (closed["by"], closed["reason"]) == ("toxic", "timeout toxic")
+    if toxi.kind == "embedded":
+        assert (closed["by"], closed["reason"]) == ("toxic", "timeout toxic")
+    else:
+        assert closed["by"] == "proxy" and "from server log" in closed["reason"]
     assert closed["bytes_up"] == 4 and closed["bytes_down"] == 0
 
 
@@ -106,7 +120,10 @@ def test_upstream_failed(toxi) -> None:
     assert got.of("conn.closed")[0].fields["by"] == "upstream"
 
 
+@pytest.mark.embedded_only(reason=EXTENSION)
 def test_events_endpoint_since_and_node_patch(toxi, echo) -> None:
+    """Embedded only: ``GET /events`` and the ``node`` key of a proxy are extensions (real 2.12 has
+    no event API and drops unknown keys)."""
     p = toxi.proxy(echo.address)
     assert p.node is None
     assert toxi.client.update_proxy(p.name, node="mirror-2").node == "mirror-2"
@@ -155,3 +172,31 @@ def test_conn_ids_unique_per_server(toxi, echo) -> None:
     assert wait_until(lambda: len(got.of("conn.closed")) == 3)
     ids = [e.fields["conn_id"] for e in got.of("conn.accepted")]
     assert len(set(ids)) == 3
+
+
+def test_settle_returns_only_after_every_event_the_server_already_saw(toxi, echo, monkeypatch) -> None:
+    """OBS-1: ``handle.settle()`` is the barrier checkers stand behind. On a spawned real server the
+    close of a connection is derived after a ``/metrics`` look-up; here that look-up is made slow, and
+    settle, called while it runs, must not return before the close is published."""
+    got = Collector()
+    unsubscribe = toxi.handle.subscribe(got)
+    proc = getattr(toxi.handle._settle, "__self__", None)
+    deriving = threading.Event()
+    if proc is not None:  # spawned: hold the close's derivation for 1 s
+        def slow_counters(proxy: str) -> None:
+            deriving.set()
+            time.sleep(1.0)
+
+        monkeypatch.setattr(proc._deriver, "_counters", slow_counters)
+    p = toxi.proxy(echo.address)
+    with connect(p.listen_port) as s:
+        s.sendall(b"ping")
+        recv_exactly(s, 4)
+    if proc is not None:
+        assert deriving.wait(5), "the close was never derived"
+        assert not got.of("conn.closed"), "the close was published before its slow derivation ended"
+    else:  # embedded: published on the connection's thread as the socket closes
+        assert wait_until(lambda: len(got.of("conn.closed")) == 1)
+    assert toxi.handle.settle(5.0)
+    assert len(got.of("conn.closed")) == 1
+    unsubscribe()

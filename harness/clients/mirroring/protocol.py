@@ -24,7 +24,6 @@ it can see them) and ``attempt.delay`` per retry delay. :class:`Recorder` does t
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from harness.errors import ConnectionLostError as ConnectionLostError  # re-expo
 from harness.errors import ConnectionOpenError as ConnectionOpenError
 from harness.errors import MirroringClientError as MirroringClientError
 from harness.rules.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
+from harness.secrets import redact as redact  # the one redaction (re-exported for adapters)
 
 #: Outcomes of one attempt (``attempt.end`` ``outcome``).
 OUTCOMES = ("opened", "refused", "timeout", "reset", "inactive", "error", "aborted")
@@ -124,20 +124,13 @@ class Recorder:
         self.record("op.ok", op_id=op_id, f=f, value=value)
 
     def fail(self, op_id: int, f: str, error: str, **extra: Any) -> None:
-        """``op.fail`` (the operation certainly did not take effect); ``extra`` e.g. ``reason``."""
-        self.record("op.fail", op_id=op_id, f=f, error=error, **extra)
+        """``op.fail`` (the operation certainly did not take effect); ``extra`` e.g. ``reason``. The
+        error text is redacted (no password in the history, issue 17)."""
+        self.record("op.fail", op_id=op_id, f=f, error=redact(error), **extra)
 
     def info(self, op_id: int, f: str, error: str) -> None:
-        """``op.info`` (outcome unknown)."""
-        self.record("op.info", op_id=op_id, f=f, error=error)
-
-
-_SECRET = re.compile(r"""(?i)\b(password|pwd)(\s*=\s*)("(?:[^"]|"")*"|'(?:[^']|'')*'|[^;]*)""")
-
-
-def redact(text: str) -> str:
-    """A connection string with its password replaced by ``***`` (what the history may hold)."""
-    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+        """``op.info`` (outcome unknown); the error text is redacted."""
+        self.record("op.info", op_id=op_id, f=f, error=redact(error))
 
 
 def spec_value(spec: ConnectionSpec | None, text: str | None = None) -> dict[str, Any]:

@@ -20,6 +20,8 @@ How one open works (``open(spec)``):
   timeout; its failure fails the open.
 * MIR-13: a server that closes the connection ends the attempt at once (the wait is on the socket).
 * A non-retryable answer (unknown database, authentication failure) fails the open at once.
+* MIR-9 **(interpretation, RULEBOOK)**: when the published mirror is the initial partner (a redirected
+  open in a pair), the server connected to is cached as the failover partner instead.
 * MIR-10 follows: a stale failover partner simply fails every attempt; MIR-11: no reconnect;
   MIR-12: a connection presents the initial partner's name.
 
@@ -383,6 +385,10 @@ class ReferenceMirroringClient:
                 learned = _parse_partner(res.partner)
             except ConnectionStringError:
                 learned = None
+        if learned is not None and _same_server(learned, spec.initial):
+            # MIR-9 (interpretation, RULEBOOK): the server's mirror is the initial partner - the open was
+            # redirected to the failover partner, now the principal - so the server connected to is cached
+            learned = addr
         if learned is not None and (self.variant == "native" or key not in self._learned):
             self._cache[key] = learned  # MIR-9; the initial partner is never replaced
             self._learned.add(key)
@@ -506,6 +512,12 @@ def _close_fds(*fds: int) -> None:
             os.close(fd)
         except OSError:
             pass
+
+
+def _same_server(a: Address, b: Address) -> bool:
+    """Whether two addresses name one server (MIR-9): same port and host, case-insensitive (an
+    instance name is for display only)."""
+    return a.port == b.port and a.host.lower() == b.host.lower()
 
 
 def _parse_partner(value: str) -> Address:

@@ -19,8 +19,9 @@ from typing import Any
 import psycopg
 
 from harness.clients.persistent.protocol import Address, ClientBase
-from harness.errors import ClientStartError, ConfigError, HarnessError, MissingDependencyError
-from harness.ports import allocate_port, release_port
+from harness.errors import ClientStartError, ConfigError, HarnessError, MissingDependencyError, PortInUseError
+from harness.ports import allocate_port, release_port, retry_on_port_in_use
+from harness.secrets import write_private_file
 from harness.topology import postgres as pg
 from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
 
@@ -120,23 +121,45 @@ class PgBouncerClient(ClientBase):
         os.chmod(self.dir, 0o755)
         run_as.chown(self.dir)
         self.port = allocate_port()
-        (self.dir / "userlist.txt").write_text(f'"{self.user}" "{self.password}"\n')
-        os.chmod(self.dir / "userlist.txt", 0o640)
-        run_as.chown(self.dir / "userlist.txt")
-        self._write_ini(self._principal_address())
-        binary = shutil.which(PGBOUNCER_BIN) or PGBOUNCER_BIN
+        # the password reaches pgbouncer in a 0600 file only (never its command line, issue 17)
+        run_as.chown(write_private_file(self.dir / "userlist.txt", f'"{self.user}" "{self.password}"\n'))
         try:
-            self.pid = spawn_server([binary, str(self.dir / "pgbouncer.ini")], self.dir / "stdout.log", run_as,
-                                    self.dir)
-            self._register_pid()
-            self.address = ("127.0.0.1", self.port)
-            self._wait_ready()
+            retry_on_port_in_use(lambda: self._launch(run_as), self._move_port)
         except BaseException:
             self.stop()
             raise
         self._emit("client.start", address=f"127.0.0.1:{self.port}", version=self.version, pool_mode=self.pool_mode,
                    pid=self.pid)
         return self.address
+
+    def _launch(self, run_as: Any) -> None:
+        """Write the ini for the current port, start pgbouncer and wait until it serves that port."""
+        assert self.dir is not None
+        self._write_ini(self._principal_address())
+        binary = shutil.which(PGBOUNCER_BIN) or PGBOUNCER_BIN
+        self.pid = spawn_server([binary, str(self.dir / "pgbouncer.ini")], self.dir / "stdout.log", run_as,
+                                self.dir)
+        self._register_pid()
+        self.address = ("127.0.0.1", self.port)
+        self._wait_ready()
+
+    def _move_port(self, exc: BaseException) -> None:
+        """pgbouncer could not bind its port (another program took it): stop it, take another port,
+        record ``client.port_retry`` (issue 17); :meth:`_launch` then starts it again."""
+        assert self.dir is not None and self.port is not None
+        self._kill()
+        old, self.port = self.port, allocate_port()
+        release_port(old)
+        (self.dir / "pgbouncer.log").unlink(missing_ok=True)
+        self._emit("client.port_retry", old_port=old, new_port=self.port, reason=str(exc).strip().splitlines()[0])
+
+    def _kill(self) -> None:
+        if self.pid is not None:
+            signal_group(self.pid, signal.SIGTERM)
+            if not wait_gone(self.pid, 3):
+                kill_group(self.pid, 3)
+            self._register_pid(remove=True)
+            self.pid = None
 
     def _register_pid(self, remove: bool = False) -> None:
         """Make the PID part of the pair's run so ``down``/the reaper stop it too (``remove``: forget it)."""
@@ -161,6 +184,13 @@ class PgBouncerClient(ClientBase):
         while time.monotonic() < deadline:
             if self.pid is None or not pid_alive(self.pid):
                 raise ClientStartError(f"pgbouncer exited at start:\n{self._log_tail()}")
+            log = self._log_tail()
+            if f"cannot listen on 127.0.0.1:{self.port}" in log:  # it would go on with its Unix socket only
+                raise PortInUseError(f"pgbouncer could not bind 127.0.0.1:{self.port} (Address already in use)",
+                                     self.port)
+            if f"listening on 127.0.0.1:{self.port}" not in log:  # not bound yet: do not log in elsewhere
+                time.sleep(0.02)
+                continue
             try:
                 with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
                     conn.execute("SELECT 1")
@@ -175,12 +205,8 @@ class PgBouncerClient(ClientBase):
         forget its PID in the run state and remove its folder."""
         self._abandon_pause()
         if self.pid is not None:
-            signal_group(self.pid, signal.SIGTERM)
-            if not wait_gone(self.pid, 3):
-                kill_group(self.pid, 3)
             self._emit("client.stop", pid=self.pid)
-            self._register_pid(remove=True)
-            self.pid = None
+            self._kill()
         if self.port is not None:
             release_port(self.port)
             self.port = None

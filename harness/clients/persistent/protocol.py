@@ -51,7 +51,7 @@ class ClientBase:
     coordinates = True
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
-                 recovery_window: float = 60.0, user: str = pg.APP_USER, password: str = pg.APP_PASSWORD) -> None:
+                 recovery_window: float = 60.0, user: str | None = None, password: str | None = None) -> None:
         if pair is None:
             raise ConfigError(f"client {self.name} needs pair= (the topology it fronts)")
         if drain_window <= 0 or recovery_window <= 0:
@@ -60,8 +60,12 @@ class ClientBase:
         self.history = history
         self.drain_window = float(drain_window)
         self.recovery_window = float(recovery_window)
-        self.user = user
-        self.password = password
+        creds = _credentials(pair) if user is None or password is None else None
+        if password is None and creds is None:
+            raise ConfigError(f"client {self.name}: the pair has no engine credentials to log in with; "
+                              "pass user= and password=")
+        self.user = user if user is not None else (creds.user if creds else pg.APP_USER)
+        self.password = password if password is not None else creds.password
         self.address: Address | None = None
 
     def _emit(self, type_: str, **fields: Any) -> None:
@@ -94,6 +98,13 @@ class ClientBase:
 
     def stop(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+def _credentials(pair: Any) -> Any:
+    """The test login of the pair's engine (its random password, issue 17), or None for a stand-in
+    pair without an engine."""
+    engine = getattr(pair, "engine", None)
+    return getattr(engine, "credentials", None)
 
 
 def open_client(factory: Callable[..., Any], *, pair: Any, history: Any = None, drain_window: float = 60.0,

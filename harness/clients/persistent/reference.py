@@ -12,19 +12,33 @@ from harness.persistproxy import ProxyConfig, ThreadedPersistentProxy
 class ReferenceClient(ClientBase):
     """The reference persistent-connection proxy (:class:`ThreadedPersistentProxy`, PER-1..8) in
     front of the pair, reaching the principal through its client-facing (fault-proxied) address;
-    ``before_switchover`` = ``drain()``, ``after_switchover(address)`` = ``resume(address)``."""
+    ``before_switchover`` = ``drain()``, ``after_switchover(address)`` = ``resume(address)``.
+    ``admin=("127.0.0.1", 0)`` also serves the HTTP admin API; its token is :attr:`admin_token` and
+    its ``POST /resume`` accepts only the pair's nodes (their client-facing addresses)."""
 
     name = "reference"
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
-                 recovery_window: float = 60.0, **options: Any) -> None:
-        super().__init__(pair, history, drain_window, recovery_window)
+                 recovery_window: float = 60.0, admin: Address | None = None, **options: Any) -> None:
+        super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
+                         password=options.pop("password", None))
+        options.setdefault("allowed_principals", _node_addresses(pair))
         self.config = ProxyConfig(user=self.user, password=self.password,
                                   resolver=lambda: self.pair.principal.client_address,
                                   on_event=history.record if history is not None else None,
                                   drain_window=self.drain_window, recovery_window=self.recovery_window,
                                   **options)
-        self.proxy = ThreadedPersistentProxy(self.config)
+        self.proxy = ThreadedPersistentProxy(self.config, admin=admin)
+
+    @property
+    def admin_token(self) -> str | None:
+        """The token the admin API requires (None without ``admin=``)."""
+        return self.proxy.admin_token
+
+    @property
+    def admin_address(self) -> Address | None:
+        """Where the admin API listens once started (None without ``admin=``)."""
+        return self.proxy.admin_address
 
     def start(self) -> Address:
         """Start the proxy thread and listener."""
@@ -52,6 +66,10 @@ class ReferenceClient(ClientBase):
         self.address = None
 
 
+def _node_addresses(pair: Any) -> list[Address]:
+    """The client-facing address of every node of the topology (the admin ``/resume`` allow-list)."""
+    nodes = getattr(pair, "nodes", None) or [pair.principal]
+    return [tuple(node.client_address) for node in nodes]
 
 
 def reference_client(*, pair: Any, history: Any = None, drain_window: float = 60.0,

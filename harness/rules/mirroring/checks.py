@@ -9,6 +9,14 @@ horizon). See ``docs/mirroring.md``.
 Tolerances are explicit parameters (``tolerance``, default ±0.020 s; more than ±0.050 s or ≤ 0 is a
 ConfigError). A verdict is ``"unknown"`` - never a pass - when the events a rule needs are absent or
 the rule was not exercised (e.g. MIR-5 with no attempt that ran into its retry time).
+
+**Checkers never guess (OBS-1).** Every checker states the events it needs (``needs=`` of
+:func:`mir_check`, shown as the checker's ``needs`` attribute; the kinds are :data:`NEEDS`). A
+checker that needs ``refused`` - the complete attempt sequence of an open, refused connects included
+- does not judge an open whose refused connects nobody observed (``Open.unobserved``: a refuse
+partition of a partner with the capture unavailable and a client that reports no attempts); when
+no open is left, the verdict is unknown with that reason (``details["unobserved"]``), never a
+violation built on the attempts the harness did not see.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.errors import ConfigError
@@ -39,13 +47,26 @@ from harness.rules.mirroring.model import (
     matches,
     ordered,
     partner_names,
+    principal_at,
     retry_delay,
     retry_time,
+    role_changes,
     same_partner,
 )
 from harness.rules.verdict import UNKNOWN, Validity, Verdict
 
 # ------------------------------------------------------------------------------------- shared setup
+
+#: The kinds of events a MIR checker may need (``mir_check(needs=...)``; docs/events.md).
+NEEDS: dict[str, str] = {
+    "opens": "op.invoke / op.ok / op.fail / op.info with f=open",
+    "proxy": "the fault proxies' conn.accepted / conn.closed / conn.upstream_failed",
+    "refused": "every refused connect: conn.refused (capture) or the client's attempt.* - the whole attempt sequence",
+    "partner": "mirroring.partner (or the client's op.ok value partner)",
+    "roles": "topology.up / node.start / role.change naming the principal",
+    "shutdowns": "node.stop / node.kill / fault.start stop|kill|shutdown",
+    "ops": "the client's other operations (op.* with f=execute …)",
+}
 
 
 def _tolerance(value: Any) -> float:
@@ -138,11 +159,23 @@ class MirContext:
     all_opens: list[Open]
     opens: list[Open]
     horizon: float
+    needs: frozenset[str] = frozenset()
+
+    @property
+    def complete(self) -> bool:
+        """Whether the rule needs every attempt of an open (``refused`` in its needs)."""
+        return "refused" in self.needs
 
     @property
     def usable(self) -> list[Open]:
-        """The opens a rule can judge (no connection inside two opens' windows)."""
-        return [o for o in self.opens if not o.ambiguous]
+        """The opens a rule can judge: no connection inside two opens' windows, and - for a rule that
+        needs the whole attempt sequence - none of its refused connects went unobserved (OBS-1)."""
+        return [o for o in self.opens if not o.ambiguous and not (self.complete and o.unobserved)]
+
+    @property
+    def unobserved(self) -> list[Open]:
+        """The opens left out because some of their attempts could not be observed."""
+        return [o for o in self.opens if not o.ambiguous and self.complete and o.unobserved]
 
     @property
     def invokes(self) -> list[int]:
@@ -150,8 +183,15 @@ class MirContext:
         return [o.invoke.index for o in self.opens]
 
     def verdict(self, valid: Validity, expected: str, observed: str, evidence: Iterable[int], **extra: Any) -> Verdict:
-        """The rule's verdict; ``details`` counts the opens and lists the client-view attempts and the
-        ambiguous opens, plus ``extra``."""
+        """The rule's verdict; ``details`` counts the opens and lists the client-view attempts, the
+        ambiguous opens and the opens not judged for unobserved attempts, plus ``extra``. An unknown
+        verdict says why those opens were not judged."""
+        blind = self.unobserved
+        if blind:
+            extra = {"unobserved": [{"open": o.invoke.index, "reasons": o.unobserved} for o in blind], **extra}
+            if valid == UNKNOWN:
+                observed += f"; {len(blind)} open(s) not judged: {blind[0].unobserved[0]}"
+                evidence = (*evidence, *(o.invoke.index for o in blind))
         return Verdict(
             self.rule_id,
             valid,
@@ -169,15 +209,17 @@ def prepare(
     *,
     also_failover: Sequence[str] = (),
     rounds: bool = True,
+    needs: Iterable[str] = (),
 ) -> MirContext:
     """Read a history for ``rule_id`` (every MIR rule): its opens and their attempts to the partners
-    in ``params`` (``also_failover`` adds names that count as the failover partner: MIR-9, MIR-10)."""
+    in ``params`` (``also_failover`` adds names that count as the failover partner: MIR-9, MIR-10);
+    ``needs``: the event kinds the rule needs (:data:`NEEDS`)."""
     ev = ordered(events)
     all_opens = build_opens(
         ev, params.initial, (*params.failover, *also_failover), use_client_view=params.use_client_view, rounds=rounds
     )
     opens = [o for o in all_opens if params.process is None or o.process == params.process]
-    return MirContext(rule_id, params, ev, all_opens, opens, horizon(ev))
+    return MirContext(rule_id, params, ev, all_opens, opens, horizon(ev), frozenset(needs))
 
 
 @dataclass(frozen=True)
@@ -189,6 +231,7 @@ class MirCall:
     rule_id: str
     events: Iterable[Event]
     params: MirParams
+    needs: frozenset[str] = frozenset()
 
     def context(
         self, events: Iterable[Event] | None = None, *, also_failover: Sequence[str] = (), rounds: bool = True
@@ -200,6 +243,7 @@ class MirCall:
             self.rule_id,
             also_failover=also_failover,
             rounds=rounds,
+            needs=self.needs,
         )
 
 
@@ -223,6 +267,7 @@ _USE_CLIENT_VIEW = _kw("use_client_view", "bool", True)
 def mir_check(
     rule_id: str,
     *,
+    needs: Sequence[str],
     tolerance: bool = False,
     login_timeout: bool = False,
     need_initial: bool = True,
@@ -240,7 +285,11 @@ def mir_check(
     given (MIR-8, MIR-13). ``late`` names the body's parameters that follow ``tolerance``. The body
     gets the validated block in a :class:`MirCall` and its own parameters as passed (or defaulted).
     Its name, docstring and module become the checker's; ``inspect.signature`` shows the whole
-    keyword list (the registry checks ``--param`` names against it)."""
+    keyword list (the registry checks ``--param`` names against it). ``needs`` (required) names the
+    kinds of events the rule is judged on (:data:`NEEDS`); the checker carries it as ``needs``."""
+    unknown_needs = set(needs) - set(NEEDS)
+    assert not unknown_needs, (rule_id, unknown_needs)
+    wanted = frozenset(needs)
 
     def decorate(body: Callable[..., Verdict]) -> MirChecker:
         own = list(inspect.signature(body).parameters.values())[1:]
@@ -274,12 +323,13 @@ def mir_check(
                 need_failover=need_failover,
                 need_login_timeout=need_login_timeout,
             )
-            return body(MirCall(rule_id, events, params), **{p.name: given[p.name] for p in own})
+            return body(MirCall(rule_id, events, params, wanted), **{p.name: given[p.name] for p in own})
 
         signature = inspect.Signature([_EVENTS, *public], return_annotation="Verdict")
         checker.__name__, checker.__qualname__, checker.__module__ = body.__name__, qualname, body.__module__
         checker.__doc__ = body.__doc__
         checker.__signature__ = signature  # type: ignore[attr-defined]
+        checker.needs = tuple(needs)  # type: ignore[attr-defined]
         checker.__annotations__ = {
             **{p.name: p.annotation for p in signature.parameters.values()},
             "return": signature.return_annotation,
@@ -343,7 +393,7 @@ def _alternation_violation(attempts: Iterable[Attempt]) -> tuple[Attempt, str] |
 # ------------------------------------------------------------------------------------------- checkers
 
 
-@mir_check("MIR-1")
+@mir_check("MIR-1", needs=("opens", "proxy", "refused"))
 def check_mir_1(call: MirCall) -> Verdict:
     """MIR-1 initial partner first: every open's first attempt goes to the initial partner."""
     ctx = call.context()
@@ -369,7 +419,7 @@ def check_mir_1(call: MirCall) -> Verdict:
     )
 
 
-@mir_check("MIR-2", need_initial=False)
+@mir_check("MIR-2", needs=("opens", "proxy", "refused"), need_initial=False)
 def check_mir_2(call: MirCall) -> Verdict:
     """MIR-2 database required: an open whose connection string has no database fails (``op.fail``)
     without any connection attempt.
@@ -408,6 +458,8 @@ def check_mir_2(call: MirCall) -> Verdict:
                 "connection attempt(s) before failing",
                 (o.invoke.index, *tries),
             )
+        if o.unobserved:
+            continue  # refused connects nobody saw: "no attempt" would be a guess (OBS-1)
         judged.append(o)
     if not judged:
         return ctx.verdict(UNKNOWN, expected, "no finished open without a database in the history", [])
@@ -422,6 +474,7 @@ def check_mir_2(call: MirCall) -> Verdict:
 
 @mir_check(
     "MIR-3",
+    needs=("opens", "proxy", "refused"),
     tolerance=True,
     login_timeout=True,
     need_failover="failover (the mirror the client was not told about)",
@@ -467,9 +520,10 @@ def check_mir_3(call: MirCall) -> Verdict:
     )
 
 
-def _mir_4_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
-    """MIR-4 on one open: the violation it shows, if any."""
-    tol, lt = ctx.params.tolerance, ctx.params.login_timeout
+def _mir_4_sequence(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+    """MIR-4 on the attempt sequence of one (completely observed) open: an attempt off the
+    alternation, an open that ended on a partner that is not the principal, or a failed open whose
+    last attempt outlived its retry time without the other partner ever being tried."""
     bad = _alternation_violation(o.attempts)
     if bad is not None:
         a, want = bad
@@ -480,6 +534,64 @@ def _mir_4_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
             f"{a.label()} went to the {a.role} partner; expected {want} (sequence {seq})",
             (o.invoke.index, *a.events),
         )
+    if o.ok:
+        return _mir_4_landed(ctx, o, expected)
+    return _mir_4_gave_up_at_retry_time(ctx, o, expected)
+
+
+def _mir_4_landed(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+    """MIR-4 **(interpretation, docs/mirroring.md)**: alternation ends when a connection opens *on the
+    principal*; a successful open whose connection stays on a node that the history names as not the
+    principal (a readable standby) stopped alternating too early. Not judged when the roles are not
+    in the history or changed during the opened attempt."""
+    if o.end is None or not o.attempts or o.attempts[-1].node is None:
+        return None
+    last = o.attempts[-1]
+    principal = principal_at(ctx.events, last.start)
+    if principal is None or principal == last.node or role_changes(ctx.events, last.start, o.end.t):
+        return None
+    return ctx.verdict(
+        False,
+        expected,
+        f"open at event {o.invoke.index} ended on {last.node} ({last.label()}), which was not the principal "
+        f"({principal} was): the connection stayed on a standby instead of alternating on",
+        (o.invoke.index, o.end.index, *last.events),
+    )
+
+
+def _mir_4_gave_up_at_retry_time(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+    """MIR-4 "if an attempt's retry time expires, the client tries the other partner": a failed open
+    whose last attempt was still held when its retry time (MIR-5, cut to the login timeout) expired,
+    with time left before the login timeout, never tried the other partner after it."""
+    tol, lt = ctx.params.tolerance, ctx.params.login_timeout
+    if not o.failed or o.end is None or not o.attempts or lt is None:
+        return None
+    a = o.attempts[-1]
+    deadline = o.t0 + lt
+    expiry = min(a.start + retry_time(a.round, lt), deadline)
+    held_until = a.end if a.end is not None else o.end.t
+    if expiry >= deadline - tol or held_until <= expiry + tol or a.outcome in ("error", "refused"):
+        return None
+    other = "failover" if a.role == "initial" else "initial"
+    return ctx.verdict(
+        False,
+        expected,
+        f"{a.label()} was still held when its retry time {_s(retry_time(a.round, lt))} expired at "
+        f"+{_s(o.rel(expiry))} (held until +{_s(o.rel(held_until))}); the open failed at +{_s(o.rel(o.end.t))} "
+        f"without ever trying the {other} partner after it",
+        (o.invoke.index, o.end.index, *a.events),
+    )
+
+
+def _mir_4_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+    """MIR-4 on one open: the violation it shows, if any. An open with unobserved attempts
+    (``o.unobserved``) is judged only on giving up before the login timeout: the attempts nobody saw
+    were refused connects, which cannot excuse an early end (OBS-1)."""
+    tol, lt = ctx.params.tolerance, ctx.params.login_timeout
+    if not o.unobserved:
+        seen = _mir_4_sequence(ctx, o, expected)
+        if seen is not None:
+            return seen
     if not o.failed or o.end is None:
         return None
     gave_up = o.rel(o.end.t)
@@ -507,22 +619,28 @@ def _mir_4_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
     return None
 
 
-@mir_check("MIR-4", tolerance=True, login_timeout=True, need_failover="failover")
+@mir_check("MIR-4", needs=("opens", "proxy", "refused", "roles"), tolerance=True, login_timeout=True,
+           need_failover="failover")
 def check_mir_4(call: MirCall) -> Verdict:
     """MIR-4 alternation: attempts go initial, failover, initial, failover … until an attempt opens or
     the login timeout expires (a failed open must not give up earlier than ``login_timeout`` −
-    ``tolerance``, unless its last attempt ended in a non-retryable ``error``).
+    ``tolerance``, unless its last attempt ended in a non-retryable ``error``). A failed open whose
+    last attempt was still held when its retry time expired (with time left before the login
+    timeout) gave up on the other partner: a violation. **(interpretation)** An open that succeeds on
+    a node the history names as not the principal (a readable standby that accepted the login) did
+    not reach a connection the rule counts as opened: a violation.
 
     With ``login_timeout=None`` (no timeout) any failed open gave up early. Exercised when some open
-    needed a second attempt or failed."""
+    needed a second attempt or failed. Opens whose refused connects nobody observed are judged only
+    on giving up early."""
     ctx = call.context()
     expected = "attempts alternate initial, failover, initial … until one opens or the login timeout expires"
     exercised = []
-    for o in ctx.usable:
+    for o in ctx.usable + ctx.unobserved:
         violation = _mir_4_open(ctx, o, expected)
         if violation is not None:
             return violation
-        if len(o.attempts) >= 2 or o.failed:
+        if (len(o.attempts) >= 2 or o.failed) and not o.unobserved:
             exercised.append(o)
     if not exercised:
         return ctx.verdict(
@@ -565,7 +683,8 @@ def _mir_5_attempt(ctx: MirContext, o: Open, a: Attempt, base: float, expected: 
     return None
 
 
-@mir_check("MIR-5", tolerance=True, login_timeout=True, need_failover="failover")
+@mir_check("MIR-5", needs=("opens", "proxy", "refused"), tolerance=True, login_timeout=True,
+           need_failover="failover")
 def check_mir_5(call: MirCall, *, retry_base: float | None = None) -> Verdict:
     """MIR-5 retry time schedule: attempt ``k`` (round ``r = ceil(k/2)``) is abandoned at
     ``RetryTime = r × 0.08 × LT`` (± ``tolerance``), never held longer; an attempt that fails or opens
@@ -639,7 +758,8 @@ def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict |
     return None
 
 
-@mir_check("MIR-6", tolerance=True, login_timeout=True, need_failover="failover", need_login_timeout=True)
+@mir_check("MIR-6", needs=("opens", "proxy", "refused"), tolerance=True, login_timeout=True,
+           need_failover="failover", need_login_timeout=True)
 def check_mir_6(call: MirCall) -> Verdict:
     """MIR-6 truncated last round: no attempt extends past the login timeout and a failed open ends
     by ``LT + tolerance``; when the last attempt of a failed open was abandoned (timeout), it was cut
@@ -678,6 +798,7 @@ class _Mir7Tally:
     judged: list[int]
     not_judged: list[int]
     delays: int = 0
+    rounds: list[int] = field(default_factory=list)  # the rounds whose following delay was judged
 
 
 def _mir_7_rounds(
@@ -720,6 +841,7 @@ def _mir_7_rounds(
                 )
             tally.judged.extend(ev)
             tally.delays += 1
+            tally.rounds.append(r)
         elif {a.outcome for a in atts} == {"timeout"}:
             if gap > tol:
                 return ctx.verdict(
@@ -730,7 +852,8 @@ def _mir_7_rounds(
     return None
 
 
-@mir_check("MIR-7", tolerance=True, need_failover="failover", late=("fast_reset",))
+@mir_check("MIR-7", needs=("opens", "proxy", "refused"), tolerance=True, need_failover="failover",
+           late=("fast_reset",))
 def check_mir_7(
     call: MirCall,
     *,
@@ -777,6 +900,7 @@ def check_mir_7(
         f"{tally.delays} delay(s) after fast rounds on schedule",
         tally.judged,
         not_judged=tally.not_judged,
+        delayed_rounds=sorted(set(tally.rounds)),
     )
 
 
@@ -817,7 +941,7 @@ def _mir_8_open(ctx: MirContext, o: Open, window: float, expected: str) -> Verdi
     return inside
 
 
-@mir_check("MIR-8", need_failover="failover")
+@mir_check("MIR-8", needs=("opens", "proxy", "refused"), need_failover="failover")
 def check_mir_8(call: MirCall, *, window: float | None = None, login_timeout: float | None = None) -> Verdict:
     """MIR-8 no timeout, no end: with both partners and no login timeout, an open that cannot connect
     is still alternating after ``window`` seconds: it has not failed, its attempts alternate, and
@@ -899,9 +1023,11 @@ def _mir_9_attempt(ctx: MirContext, o: Open, a: Attempt, cache: list[str] | None
 class _Mir9Cache:
     """MIR-9: the failover partner the client has cached, as far as the history tells."""
 
+    initial: tuple[str, ...] = ()
     partners: list[str] | None = None  # None once what the client learned is unknown
     learned: bool = False
     from_client: bool = False  # some learned partner was read from the client's op.ok value
+    kept_server: int = 0  # learns where the mirror was the initial partner (the server was cached instead)
 
     @property
     def current(self) -> list[str] | None:
@@ -909,23 +1035,40 @@ class _Mir9Cache:
         return self.partners if self.learned else None
 
     def learn(self, o: Open, pubs: Sequence[Event], variant: str) -> None:
-        """Update the cache after the successful open ``o`` (``managed``: only the first one counts)."""
+        """Update the cache after the successful open ``o`` (``managed``: only the first one counts).
+
+        **(interpretation, RULEBOOK MIR-9)** When the published mirror is the initial partner (the
+        client was redirected to the failover partner, now the principal), the client caches the
+        server it is connected to, so the two cached names still name both partners."""
         learned_now, from_client = _learned_partner(o, pubs)
         self.from_client = self.from_client or from_client
         if variant == "managed" and self.learned:
             return
-        if learned_now is None:
+        if learned_now is not None and any(same_partner(n, learned_now) for n in self.initial):
+            served = sorted(o.attempts[-1].ids, key=lambda x: (":" not in x, x)) if o.attempts else []
+            self.kept_server += 1
+            learned_list = served or None
+        else:
+            learned_list = None if learned_now is None else [learned_now]
+        if learned_list is None:
             self.partners = None  # what the client learned is unknown from here on
         else:
-            self.partners, self.learned = [learned_now], True
+            self.partners, self.learned = learned_list, True
+
+    def forget(self) -> None:
+        """An open that succeeded but could not be judged: what it taught the client is unknown."""
+        self.partners = None
 
 
-@mir_check("MIR-9", need_failover="failover (the partner given in the connection string)")
+@mir_check("MIR-9", needs=("opens", "proxy", "refused", "partner"),
+           need_failover="failover (the partner given in the connection string)")
 def check_mir_9(call: MirCall, *, variant: str = "native") -> Verdict:
     """MIR-9 partner cache update: after a successful open the client caches the server's current
     mirror as its failover partner (``native``: after every open; ``managed``: after the first one
     only); the initial partner is never replaced. Judged on the failover-slot attempts (2, 4, …) of
-    later opens, which must go to the cached partner.
+    later opens, which must go to the cached partner. **(interpretation, RULEBOOK)** When the server's
+    mirror is the initial partner, the cached failover partner is the server the client is connected
+    to (``details["server_cached"]`` counts those opens).
 
     What the server published comes from ``mirroring.partner`` events (``node`` = the principal,
     ``partner`` = the mirror's client-facing ``host:port``; see docs/events.md); without them, from the
@@ -939,19 +1082,23 @@ def check_mir_9(call: MirCall, *, variant: str = "native") -> Verdict:
     expected = f"{variant}: failover attempts go to the mirror the server published at " + (
         "the last successful open" if variant == "native" else "the first successful open"
     )
-    cache = _Mir9Cache()
+    cache = _Mir9Cache(initial=ctx.params.initial)
     judged: list[int] = []
     n_judged = 0
-    for o in ctx.usable:
-        for a in o.attempts:
-            violation = _mir_9_attempt(ctx, o, a, cache.current, expected)
-            if violation is not None:
-                return violation
-            if a.n % 2 == 0 and cache.current is not None:
-                judged.extend(a.events)
-                n_judged += 1
-        if o.ok:
-            cache.learn(o, pubs, variant)
+    usable = {id(o) for o in ctx.usable}
+    for o in ctx.opens:
+        if id(o) in usable:
+            for a in o.attempts:
+                violation = _mir_9_attempt(ctx, o, a, cache.current, expected)
+                if violation is not None:
+                    return violation
+                if a.n % 2 == 0 and cache.current is not None:
+                    judged.extend(a.events)
+                    n_judged += 1
+        if o.ok and o.ambiguous:
+            cache.forget()
+        elif o.ok:
+            cache.learn(o, pubs, variant)  # also after an open whose refused attempts went unobserved
     if not judged:
         return ctx.verdict(
             UNKNOWN,
@@ -960,9 +1107,10 @@ def check_mir_9(call: MirCall, *, variant: str = "native") -> Verdict:
             ctx.invokes,
         )
     source = "client op.ok value" if cache.from_client else "mirroring.partner events"
-    return ctx.verdict(
-        True, expected, f"{n_judged} failover attempt(s) went to the cached partner", judged, partner_source=source
-    )
+    extra: dict[str, Any] = {"partner_source": source}
+    if cache.kept_server:
+        extra["server_cached"] = cache.kept_server  # the mirror was the initial partner (interpretation)
+    return ctx.verdict(True, expected, f"{n_judged} failover attempt(s) went to the cached partner", judged, **extra)
 
 
 def _identities(ev: list[Event], names: Sequence[str]) -> list[str]:
@@ -1015,26 +1163,16 @@ def _principal_from_history(ev: list[Event], process: Any) -> list[str] | Verdic
     expected = "the first connect works iff the principal is the initial or the failover partner"
     if first is None:
         return Verdict("MIR-10", UNKNOWN, expected=expected, observed="no open in the history")
-    principal = None
-    for e in ev:
-        if e.t > first.t:
-            if e.type == "role.change" and (end is None or e.t <= end.t):
-                return Verdict(
-                    "MIR-10",
-                    UNKNOWN,
-                    expected=expected,
-                    observed=f"roles changed during the first open (event {e.index})",
-                    evidence=(first.index, e.index),
-                )
-            continue
-        if e.type == "role.change" and e.get("new_role") == "principal":
-            principal = str(e.get("node"))
-        elif e.type == "node.start" and e.get("role") == "principal":
-            principal = str(e.get("node"))
-        elif e.type == "topology.up":
-            for node in e.get("nodes") or []:
-                if isinstance(node, dict) and node.get("role") == "principal":
-                    principal = str(node.get("name"))
+    changed = role_changes(ev, first.t, end.t if end is not None else math.inf)
+    if changed:
+        return Verdict(
+            "MIR-10",
+            UNKNOWN,
+            expected=expected,
+            observed=f"roles changed during the first open (event {changed[0].index})",
+            evidence=(first.index, changed[0].index),
+        )
+    principal = principal_at(ev, first.t)
     if principal is None:
         return Verdict(
             "MIR-10",
@@ -1081,7 +1219,7 @@ def _mir_10_first(ctx: MirContext, first: Open, prin: Sequence[str], should: boo
     )
 
 
-@mir_check("MIR-10", need_failover="failover")
+@mir_check("MIR-10", needs=("opens", "proxy", "roles"), need_failover="failover")
 def check_mir_10(call: MirCall, *, principal: PartnerNames = None) -> Verdict:
     """MIR-10 stale failover partner: the first open with ``Server=A; Failover Partner=B`` succeeds,
     on the principal, iff the principal is A or B; when A is only a mirror and B is stale it fails.
@@ -1182,7 +1320,7 @@ def _mir_11_open(ctx: MirContext, o: Open, expected: str) -> Verdict | tuple[int
     return _next_op_after_break(ctx, o, closed, expected)
 
 
-@mir_check("MIR-11")
+@mir_check("MIR-11", needs=("opens", "proxy", "ops"))
 def check_mir_11(call: MirCall) -> Verdict:
     """MIR-11 reconnect is not automatic: when an established connection breaks (its proxy connection
     is closed by the server side, ``by`` ≠ ``client``), the process's next operation fails
@@ -1210,7 +1348,7 @@ def _norm_name(text: Any) -> str:
     return " ".join(str(text).split()).lower()
 
 
-@mir_check("MIR-12", need_failover="failover")
+@mir_check("MIR-12", needs=("opens", "proxy"), need_failover="failover")
 def check_mir_12(call: MirCall, *, initial_name: str | None = None) -> Verdict:
     """MIR-12 redirection is transparent in naming: a connection opened on the failover partner
     presents itself as a connection to the initial partner name - the ``op.ok`` value's
@@ -1298,7 +1436,7 @@ def _mir_13_attempt(
     return "judged"
 
 
-@mir_check("MIR-13", tolerance=True)
+@mir_check("MIR-13", needs=("opens", "proxy", "refused", "shutdowns"), tolerance=True)
 def check_mir_13(
     call: MirCall,
     *,

@@ -11,13 +11,22 @@ Observation model ("observe from outside", ARCHITECTURE):
   or listen addresses when replication links are proxied too (their ``node`` is a database node).
   The attempt belongs to the open whose time window contains its ``conn.accepted``; a connection
   inside two opens' windows (concurrent opens of two processes) makes both opens undecidable.
-* A refused connect (proxy disabled, port closed) never reaches a proxy. For those the checker falls
-  back to the client's own ``attempt.start``/``attempt.end`` events: a client attempt that no proxy
-  connection matches (by the client socket's ``local`` address = ``conn.accepted.client``, else same
-  partner with the accept inside the attempt ±``MATCH_SLACK``) is counted, marked ``source="client"``,
-  and the verdict's ``details["client_view_attempts"]`` lists the event indices used
-  (``use_client_view=False`` turns the fallback off). A matched attempt is ordered by the client's
-  start (a busy proxy may stamp its accept late) and timed by the proxy.
+* A refused connect (proxy disabled, port closed) never reaches a proxy. The harness sees it from
+  outside: the refused-connect capture records ``conn.refused`` (the client's SYN to the proxy's
+  listen address and the kernel's RST; ``t`` = the SYN, ``seconds`` = until the RST), an attempt of
+  ``source="capture"`` with outcome ``refused``. Besides, the checker falls back to the client's own
+  ``attempt.start``/``attempt.end`` events: a client attempt that no proxy or capture attempt matches
+  (by the client socket's ``local`` address = ``conn.accepted.client`` / ``conn.refused.client``, else
+  same partner with the accept inside the attempt ±``MATCH_SLACK``) is counted, marked
+  ``source="client"``, and the verdict's ``details["client_view_attempts"]`` lists the event indices
+  used (``use_client_view=False`` turns the fallback off). A matched attempt is ordered by the
+  client's start (a busy proxy may stamp its accept late) and timed by the proxy or the capture.
+* Where neither the capture nor the client saw a partner's refused connects (a ``partition
+  how=refuse`` during the open while the capture was unavailable - ``harness.capture`` with
+  ``available: false`` or no ``harness.capture`` at all - and no ``attempt.*`` from the client), the
+  open's attempt sequence is incomplete: ``Open.unobserved`` says why
+  (:mod:`~harness.rules.mirroring.coverage`), and the rules that need the whole sequence do not judge
+  that open (OBS-1).
 * The outcome of a proxy-observed attempt is read from the wire: ``conn.upstream_failed`` → refused
   (the partner's port refused the proxy); the last attempt of a successful open that stays open →
   opened; bytes from the server and then closed → inactive (the server answered and the login did not
@@ -37,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.history.core import Event
+from harness.rules.mirroring.coverage import Observability
+from harness.rules.mirroring.names import PartnerNames, event_ids, matches, partner_names, same_partner
 
 DEFAULT_TOLERANCE = 0.020
 MAX_TOLERANCE = 0.050
@@ -50,11 +61,9 @@ MATCH_SLACK = 0.010
 END_TYPES = ("op.ok", "op.fail", "op.info")
 SHUTDOWN_FAULTS = frozenset({"stop", "kill", "shutdown"})
 
-PartnerNames = str | Sequence[str] | None
-
 _Key = tuple[Any, Any]
 _ClientAttempt = tuple[Event, Event | None]
-_LOCAL = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "::", ""}
+_SEEN = ("proxy", "capture")  # attempts the harness saw itself (a client attempt is matched to one)
 
 
 @dataclass
@@ -66,7 +75,7 @@ class Attempt:
     start: float
     end: float | None
     outcome: str
-    source: str  # "proxy" / "client"
+    source: str  # "proxy" / "capture" (a refused connect seen from outside) / "client"
     events: tuple[int, ...]
     ids: frozenset[str]
     round: int = 0
@@ -77,6 +86,7 @@ class Attempt:
     bytes_down: int = 0
     matched: bool = False
     peer: str | None = None  # the client's host:port as the proxy saw it (conn.accepted.client)
+    node: str | None = None  # the node the proxy fronts (conn.accepted.node)
     order_t: float | None = None  # the matched client attempt.start: orders attempts (proxy clocks lag)
 
     @property
@@ -102,6 +112,8 @@ class Open:
     attempts: list[Attempt] = field(default_factory=list)
     ambiguous: bool = False
     client_view: list[int] = field(default_factory=list)
+    client_reported: bool = False  # the client recorded attempt.* events of its own for this open
+    unobserved: list[str] = field(default_factory=list)  # why some attempts may be missing (OBS-1)
 
     @property
     def t0(self) -> float:
@@ -126,51 +138,10 @@ class Open:
         return t - self.t0
 
 
-# ------------------------------------------------------------------------------ partner-name matching
+__all__ = ["PartnerNames", "event_ids", "matches", "partner_names", "same_partner"]  # re-exported names
 
 
-def partner_names(value: PartnerNames) -> list[str]:
-    """The names a ``initial`` / ``failover`` / ``principal`` parameter gives (MIR-1 … MIR-13)."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return [str(v) for v in value]
-
-
-def _hostport(text: str) -> tuple[str, str] | None:
-    """``(host, port)`` of ``host:port``, ``host,port`` or ``[v6]:port``; None for anything else."""
-    text = text.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        return (host, rest.lstrip(":,"))
-    for sep in (":", ","):
-        if text.count(sep) == 1:
-            host, _, port = text.partition(sep)
-            if port.strip().isdigit():
-                return host.strip().lower(), port.strip()
-    return None
-
-
-def same_partner(name: str, ident: str) -> bool:
-    """Whether partner ``name`` is ``ident``: equal, or the same ``host:port`` (every local address
-    counts as one host) - how all MIR rules tie a parameter to an event's proxy / node / address."""
-    if name == ident:
-        return True
-    a, b = _hostport(name), _hostport(ident)
-    if a is None or b is None or a[1] != b[1]:
-        return False
-    return a[0] == b[0] or (a[0] in _LOCAL and b[0] in _LOCAL)
-
-
-def matches(name: str, ids: Iterable[str]) -> bool:
-    """Whether partner ``name`` is any of ``ids`` (MIR-1 … MIR-13)."""
-    return any(same_partner(name, i) for i in ids)
-
-
-def event_ids(e: Event) -> frozenset[str]:
-    """The names an event gives its partner: its ``proxy``, ``node`` and ``listen`` fields (MIR-1 … 13)."""
-    return frozenset(str(e.get(k)) for k in ("proxy", "node", "listen") if e.get(k) is not None)
+# ------------------------------------------------------------------------------------ partner roles
 
 
 def _role_of(ids: Iterable[str], initial: Sequence[str], failover: Sequence[str]) -> str | None:
@@ -204,6 +175,29 @@ def ordered(events: Iterable[Event]) -> list[Event]:
 def horizon(events: Iterable[Event]) -> float:
     """The time of the last event: how far the history saw (MIR-5, MIR-6, MIR-8)."""
     return max((e.t for e in events), default=0.0)
+
+
+def principal_at(events: Iterable[Event], t: float) -> str | None:
+    """The node the history names as principal at ``t`` (MIR-4, MIR-10): the last ``topology.up``
+    role list, ``node.start`` with ``role="principal"`` or ``role.change`` to ``principal`` before it."""
+    principal = None
+    for e in ordered(events):
+        if e.t > t:
+            break
+        if e.type == "role.change" and e.get("new_role") == "principal":
+            principal = str(e.get("node"))
+        elif e.type == "node.start" and e.get("role") == "principal":
+            principal = str(e.get("node"))
+        elif e.type == "topology.up":
+            for node in e.get("nodes") or []:
+                if isinstance(node, dict) and node.get("role") == "principal":
+                    principal = str(node.get("name"))
+    return principal
+
+
+def role_changes(events: Iterable[Event], t0: float, t1: float) -> list[Event]:
+    """The ``role.change`` events after ``t0`` up to ``t1`` (MIR-4, MIR-10: roles moving under an open)."""
+    return [e for e in events if e.type == "role.change" and t0 < e.t <= t1]
 
 
 def end_time(a: Attempt, o: Open, horizon: float) -> float:
@@ -253,9 +247,14 @@ def build_opens(
     ev = ordered(events)
     opens = _collect_opens(ev)
     _attach_proxy_attempts(ev, opens, initial, failover)
+    _attach_refused_attempts(ev, opens, initial, failover)
     _attach_client_attempts(ev, opens, initial, failover, use_client_view=use_client_view)
+    seen = Observability.of(ev)
+    names = {"initial": initial, "failover": failover}
     for o in opens:
         _number_attempts(o, rounds=rounds)
+        end = o.end.t if o.end is not None else horizon(ev)
+        o.unobserved = seen.unobserved(names, o.t0, end, client_reported=o.client_reported and use_client_view)
     return opens
 
 
@@ -280,6 +279,17 @@ def _owners(opens: Sequence[Open], t: float, process: Any = None) -> list[Open]:
     return [
         o for o in opens if o.t0 <= t <= (o.end.t if o.end else math.inf) and (process is None or o.process == process)
     ]
+
+
+def _single_owner(opens: Sequence[Open], t: float) -> Open | None:
+    """The one open whose window holds a connection seen at ``t``; None when there is none - or when
+    there are several, which are then marked ambiguous (undecidable)."""
+    own = _owners(opens, t)
+    if len(own) > 1:
+        for o in own:
+            o.ambiguous = True
+        return None
+    return own[0] if own else None
 
 
 def _proxy_connections(ev: list[Event]) -> tuple[dict[_Key, Event], dict[_Key, Event], set[_Key]]:
@@ -316,6 +326,7 @@ def _proxy_attempt(acc: Event, cl: Event | None, role: str, *, refused: bool) ->
         client_outcome="refused" if refused else None,
         bytes_down=int((cl.get("bytes_down") or 0) if cl else 0),
         peer=str(acc.get("client")) if acc.get("client") else None,
+        node=str(acc.get("node")) if acc.get("node") else None,
     )
 
 
@@ -329,12 +340,31 @@ def _attach_proxy_attempts(
         role = _role_of(event_ids(acc), initial, failover)
         if role is None:
             continue
-        own = _owners(opens, acc.t)
-        if len(own) > 1:
-            for o in own:
-                o.ambiguous = True
-        elif own:
-            own[0].attempts.append(_proxy_attempt(acc, closed.get(key), role, refused=key in upfail))
+        owner = _single_owner(opens, acc.t)
+        if owner is not None:
+            owner.attempts.append(_proxy_attempt(acc, closed.get(key), role, refused=key in upfail))
+
+
+def _attach_refused_attempts(
+    ev: list[Event], opens: Sequence[Open], initial: Sequence[str], failover: Sequence[str]
+) -> None:
+    """Give each open the refused connects the capture saw (``conn.refused``) to a named partner in
+    its window, as ``source="capture"`` attempts with outcome ``refused``; one inside two opens'
+    windows makes both ambiguous."""
+    for e in ev:
+        if e.type != "conn.refused":
+            continue
+        ids = event_ids(e)
+        role = _role_of(ids, initial, failover)
+        if role is None:
+            continue
+        owner = _single_owner(opens, e.t)
+        if owner is not None:
+            end = e.t + float(e.get("seconds") or 0.0)
+            owner.attempts.append(
+                Attempt(0, role, e.t, end, "refused", "capture", (e.index,), ids, proxy=e.get("proxy"),
+                        peer=str(e.get("client")) if e.get("client") else None)
+            )
 
 
 def _client_attempts(ev: list[Event]) -> list[_ClientAttempt]:
@@ -366,15 +396,15 @@ def _client_role(start: Event, initial: Sequence[str], failover: Sequence[str]) 
 
 
 def _matching_proxy_attempt(o: Open, start: Event, end: Event | None, role: str) -> Attempt | None:
-    """The unmatched proxy attempt of ``o`` that is this client attempt: the one from the client's
-    socket address, else the earliest one to the same partner accepted during the attempt."""
+    """The unmatched proxy or capture attempt of ``o`` that is this client attempt: the one from the
+    client's socket address, else the earliest one to the same partner seen during the attempt."""
     local = end.get("local") if end is not None else None
     if local:  # the client's socket address, as the proxy saw it: an exact match
         exact = next(
             (
                 a
                 for a in o.attempts
-                if a.source == "proxy" and not a.matched and a.peer is not None and same_partner(str(local), a.peer)
+                if a.source in _SEEN and not a.matched and a.peer is not None and same_partner(str(local), a.peer)
             ),
             None,
         )
@@ -385,7 +415,7 @@ def _matching_proxy_attempt(o: Open, start: Event, end: Event | None, role: str)
         (
             a
             for a in sorted(o.attempts, key=lambda x: x.start)
-            if a.source == "proxy" and a.role == role and not a.matched and start.t - MATCH_SLACK <= a.start <= hi
+            if a.source in _SEEN and a.role == role and not a.matched and start.t - MATCH_SLACK <= a.start <= hi
         ),
         None,
     )
@@ -409,6 +439,7 @@ def _attach_client_attempts(
         role, ids = _client_role(s, initial, failover)
         if role is None:
             continue
+        o.client_reported = True
         outcome = en.get("outcome") if en is not None else None
         match = _matching_proxy_attempt(o, s, en, role)
         if match is not None:

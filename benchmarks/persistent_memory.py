@@ -1,0 +1,156 @@
+"""Resident memory of the reference persistent proxy while clients send very large messages
+(issue 17): the proxy runs in a process of its own (``--serve``), three raw clients log in through it
+to a throw-away PostgreSQL 15 (``tests/support/pgserver.py``) and at the same time each
+
+* ``announce``: announces a 1 GiB Query and streams ``--mib`` MiB of it (the proxy should refuse the
+  announcement at once), then
+* ``copy``: sends one CopyData message of ``--mib`` MiB inside ``COPY ... FROM STDIN`` (the proxy
+  should relay it as a stream; ``--max-message-size`` is raised above the message for this).
+
+Printed per scenario: the proxy's resident set before, its peak (VmHWM) after, and the seconds.
+Run: ``python benchmarks/persistent_memory.py`` (≈10-20 s). It uses whatever ``harness`` is on the
+path, so the same script measures an older checkout too (``PYTHONPATH=OLD python ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.persistproxy import PersistentProxy, ProxyConfig  # noqa: E402
+from harness.persistproxy import protocol as pq  # noqa: E402
+
+CHUNK = b"a" * (1 << 20)
+
+
+def serve(spec: str) -> None:
+    """Child mode: run the proxy with ``spec`` (JSON ProxyConfig fields), print its port, serve."""
+    fields = json.loads(spec)
+    fields["candidates"] = [tuple(c) for c in fields["candidates"]]
+    if "max_message_size" not in inspect.signature(ProxyConfig).parameters:
+        fields.pop("max_message_size", None)  # an older proxy without the limit
+
+    async def main() -> None:
+        proxy = PersistentProxy(ProxyConfig(**fields))
+        host, port = await proxy.start()
+        print(port, flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def _kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _login(port: int) -> socket.socket:
+    from tests.support.rawpg import login
+
+    return login(("127.0.0.1", port), "apptrust", timeout=60)
+
+
+def _drain_replies(s: socket.socket, until: bytes, count: int = 1) -> bytes:
+    buf = b""
+    while buf.count(until) < count:
+        try:
+            got = s.recv(65536)
+        except (ConnectionError, TimeoutError):
+            break
+        if not got:
+            break
+        buf += got
+    return buf
+
+
+def _announce(port: int, mib: int, out: list[str]) -> None:
+    s = _login(port)
+    try:
+        s.sendall(b"Q" + struct.pack("!i", 1 << 30))
+        for _ in range(mib):
+            s.sendall(CHUNK)
+        out.append("sent")
+    except (BrokenPipeError, ConnectionResetError):
+        out.append("refused")
+    finally:
+        s.settimeout(2)  # a proxy that buffers waits for the rest of the 1 GiB: do not wait with it
+        reply = _drain_replies(s, b"\0\0", 1)
+        out.append("08P01" if b"08P01" in reply else "no error")
+        s.close()
+
+
+def _copy(port: int, mib: int, out: list[str]) -> None:
+    s = _login(port)
+    try:
+        s.sendall(pq.query("CREATE TEMP TABLE big (v text); COPY big FROM STDIN"))
+        _drain_replies(s, b"G\0\0\0")
+        size = mib << 20
+        s.sendall(b"d" + struct.pack("!i", size + 4))
+        for _ in range(mib - 1):
+            s.sendall(CHUNK)
+        s.sendall(CHUNK[:-1] + b"\n" + pq.msg(b"c"))
+        reply = _drain_replies(s, pq.ready_for_query(b"I"))
+        out.append("COPY 1" if b"COPY 1" in reply else f"failed: {reply[-200:]!r}")
+    finally:
+        s.close()
+
+
+def _scenario(name: str, target: object, port: int, pid: int, mib: int, clients: int) -> None:
+    before = _kib(pid, "VmRSS")
+    results: list[str] = []
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=target, args=(port, mib, results)) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.monotonic() - t0
+    print(f"{name:9} {clients} x {mib} MiB: proxy RSS before {before / 1024:6.0f} MiB, peak "
+          f"{_kib(pid, 'VmHWM') / 1024:6.0f} MiB, {seconds:5.1f} s, clients: {sorted(set(results))}", flush=True)
+
+
+def main() -> None:
+    """Start a server and the proxy, run both scenarios, print the numbers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--mib", type=int, default=200, help="MiB each client sends (default 200)")
+    parser.add_argument("--clients", type=int, default=3)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
+    from tests.support.pgserver import LocalServer
+
+    server = LocalServer("mem").start()
+    try:
+        for name, target, limit in [("announce", _announce, 64 << 20), ("copy", _copy, (args.mib + 1) << 20)]:
+            spec = {"user": "apptrust", "front_auth": "trust", "front_users": {"apptrust": ""},
+                    "candidates": [list(server.server_address)], "max_message_size": limit}
+            child = subprocess.Popen([sys.executable, __file__, "--serve", json.dumps(spec)], stdout=subprocess.PIPE,
+                                     text=True)
+            try:
+                assert child.stdout is not None
+                port = int(child.stdout.readline())
+                _scenario(name, target, port, child.pid, args.mib, args.clients)
+            finally:
+                child.kill()
+                child.wait()
+    finally:
+        server.stop(remove=True)
+
+
+if __name__ == "__main__":
+    main()
