@@ -22,8 +22,8 @@ from harness.paths import repo_root
 from harness.topology.backend import get_backend, get_engine, resolve
 from harness.topology.compose import COMPOSE_FILES, compose_config, compose_file, project_name
 from harness.topology.containers import harness_containers
-from harness.topology.postgres import PostgresEngine
 from harness.topology.dockerd import HOME_LABEL, RUN_LABEL
+from harness.topology.postgres import PostgresEngine
 
 NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"]}
 

@@ -61,9 +61,6 @@ def test_black_holed_partners_alternate_on_the_retry_time_schedule(pair: Pair, f
 
 @pytest.mark.rule("MIR-4", "MIR-5", "MIR-6")
 @pytest.mark.topology(mode="sync", mirror_readable=False)
-@pytest.mark.not_on("compose", reason="MIR-5 tells a reset attempt from one the client abandoned by which side "
-                    "closed the proxy connection and how many bytes it carried; the real Toxiproxy's log gives "
-                    "neither (docs/toxiproxy.md), so its verdict there would be a guess")
 def test_fast_failures_leave_time_for_more_rounds(pair: Pair, faults: Faults, history: History, check: Check,
                                                   make_client: Any) -> None:
     """Initial partner black-holed, failover partner resetting every connection at once (``reset``),
