@@ -5,7 +5,9 @@ the same deriver, the same settle barrier every history snapshot waits for, OBS-
 
 Each line is stamped with the time the engine read it from the container (``docker logs
 --timestamps``), converted to this process's ``time.monotonic()`` clock: the moment the server wrote
-it, give or take the engine's pipe, not the later moment the follower received it."""
+it, give or take the engine's pipe, not the later moment the follower received it. How late that
+path is (the server's scheduling, the engine's log copier) is measured every 50 ms
+(:meth:`LogEventPipe.start_probe`) and recorded as ``harness.stall`` when above 15 ms."""
 
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class ContainerLogEvents:
     def start(self) -> ContainerLogEvents:
         """Follow the container's log (from its start: proxies created before are known too)."""
         self._pipe.start()
+        self._pipe.start_probe()  # the engine's log copier adds a lag of its own: measure it
         self._stream = self._container.logs(stream=True, follow=True, stdout=True, stderr=True, timestamps=True)
         self._thread = threading.Thread(target=self._read, name="toxiproxy-container-log", daemon=True)
         self._thread.start()

@@ -19,6 +19,7 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable
 
 import httpx
@@ -33,6 +34,10 @@ _SENT_RE = re.compile(r'^toxiproxy_proxy_sent_bytes_total\{([^}]*)\}\s+(\S+)', r
 _LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 #: The ``User-Agent`` prefix of :meth:`LogEventPipe.settle`'s barrier requests.
 SETTLE_AGENT = "failover-harness-settle"
+#: The ``User-Agent`` prefix of :meth:`LogEventPipe.start_probe`'s lag probes.
+PROBE_AGENT = "failover-harness-lag"
+#: The ``source`` of the ``harness.stall`` events the lag probe publishes.
+LAG_SOURCE = "fault-proxy log"
 
 
 def sent_bytes(metrics: str, proxy: str) -> dict[str, int]:
@@ -69,6 +74,10 @@ class LogEventPipe:
         self._barriers: dict[str, threading.Event] = {}
         self._barrier_seq = itertools.count(1)
         self._thread: threading.Thread | None = None
+        self._probes: dict[str, float] = {}
+        self._probe_stop = threading.Event()
+        self._probe_thread: threading.Thread | None = None
+        self._lag_threshold = 0.0
 
     # -- what the deriver asks ------------------------------------------------------------------
     def _client(self) -> ToxiproxyClient:
@@ -122,6 +131,9 @@ class LogEventPipe:
             if SETTLE_AGENT in line:
                 self._reached(line)
                 continue
+            if PROBE_AGENT in line:
+                self._probed(line, t)
+                continue
             try:
                 events = self.deriver.feed(line, t)
             except Exception:  # noqa: BLE001 - an unexpected line must not stop the events
@@ -135,6 +147,41 @@ class LogEventPipe:
             barrier = self._barriers.get(agent)
             if barrier is not None:
                 barrier.set()
+
+    def start_probe(self, interval: float = 0.05, threshold: float = 0.015) -> None:
+        """Measure how late this log path stamps what the server does, every ``interval`` s: a
+        ``GET /version`` with a unique ``User-Agent`` is sent at a known time, and its log line's
+        stamp minus that time is the lag of the whole path (the server's scheduling, a container
+        engine's log copier, this process's reader). A lag above ``threshold`` s is published to the
+        subscribers as ``harness.stall`` (``seconds``, ``source="fault-proxy log"``), the same
+        evidence :class:`harness.workload.mirroring.StallMonitor` records for this process: that
+        the stamps of the fault proxy's events were late by that much then (OBS-1; the timing rules
+        MIR-3/5/6/7/13 retry a try with such a stall, as with a machine stall)."""
+        self._lag_threshold = threshold
+        self._probe_thread = threading.Thread(target=self._probe, args=(interval,), name="toxiproxy-lag-probe",
+                                              daemon=True)
+        self._probe_thread.start()
+
+    def _probe(self, interval: float) -> None:
+        seq = itertools.count(1)
+        with httpx.Client(timeout=1.0) as http:
+            while not self._probe_stop.wait(interval):
+                agent = f"{PROBE_AGENT}/{os.getpid()}-{next(seq)}"
+                self._probes[agent] = time.monotonic()
+                try:
+                    http.get(f"{self.url}/version", headers={"User-Agent": agent})
+                except httpx.HTTPError:
+                    self._probes.pop(agent, None)
+                del_old = [a for a, sent in self._probes.items() if time.monotonic() - sent > 10]
+                for a in del_old:
+                    self._probes.pop(a, None)
+
+    def _probed(self, line: str, t: float) -> None:
+        with contextlib.suppress(ValueError, AttributeError):
+            sent = self._probes.pop(json.loads(line).get("user_agent", ""), None)
+            if sent is not None and t - sent > self._lag_threshold:
+                self._log.publish(ConnEvent(-1, sent, "harness.stall",
+                                            {"seconds": round(t - sent, 6), "source": LAG_SOURCE}))
 
     def settle(self, timeout: float = 2.0) -> bool:
         """Return once every log line the server wrote before this call has been derived and
@@ -165,7 +212,10 @@ class LogEventPipe:
         return self._log.events(since)[0]
 
     def stop(self, timeout: float = 5) -> None:
-        """End the lines, join the deriving thread and close the look-up client."""
+        """End the lines and the lag probe, join the deriving thread and close the look-up client."""
+        self._probe_stop.set()
+        if self._probe_thread is not None:
+            self._probe_thread.join(timeout=timeout)
         self.end()
         if self._thread is not None:
             self._thread.join(timeout=timeout)

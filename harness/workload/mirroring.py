@@ -247,10 +247,14 @@ TIMING_RULES = frozenset({"MIR-3", "MIR-5", "MIR-6", "MIR-7", "MIR-13"})
 class StallMonitor:
     """A thread that sleeps ``interval`` s in a loop and records every wake-up later than
     ``threshold`` s as a ``harness.stall`` event (``seconds`` = how late): evidence that the machine,
-    not the client, was slow while a timing scenario ran."""
+    not the client, was slow while a timing scenario ran. On leaving it also counts the
+    ``harness.stall`` events others recorded meanwhile with a ``source`` (the fault proxy's log lag,
+    :meth:`harness.toxiproxy.logpipe.LogEventPipe.start_probe`): late stamps of the proxy's events are
+    the same kind of evidence."""
 
     def __init__(self, history: History, threshold: float = 0.010, interval: float = 0.005) -> None:
         self.history, self.threshold, self.interval = history, threshold, interval
+        self._t0 = time.monotonic()
         self.stalls: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall-monitor", daemon=True)
@@ -265,12 +269,16 @@ class StallMonitor:
                 self.history.record("harness.stall", t=t0 + self.interval, seconds=round(late, 6))
 
     def __enter__(self) -> StallMonitor:
+        self._t0 = time.monotonic()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(2.0)
+        # the fault proxy's own lag, where its events come from a log (the compose backend's probe)
+        self.stalls += [float(e.get("seconds") or 0) for e in self.history.events("harness.stall")
+                        if e.get("source") and e.t >= self._t0]
 
 
 def judge_with_stall_retry(history: History, scenario: Any, tries: int = 3, threshold: float = 0.015) -> list[Any]:
