@@ -83,6 +83,15 @@ def test_compose_backend_refuses_what_it_cannot_run_in_one_line() -> None:
         get_backend("compose").build(get_engine("postgres"), 4)
 
 
+def test_no_docker_engine_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no engine answers (none was started), ``--backend compose`` is refused in one line naming
+    the fix, never run as local processes."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(ConfigError, match="no Docker engine answers here; run 'make compose-setup'") as err:
+        resolve("compose", "postgres")
+    assert "\n" not in str(err.value)
+
+
 def _drive(topo, history: History) -> list[tuple[str, str | None]]:
     """The same role operations on any backend; returns the non-connection events recorded."""
     with topo:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, MissingDependencyError, TopologyError
+from harness.errors import ConfigError, TopologyError
 from harness.paths import harness_home, repo_root, runs_dir
 from harness.ports import allocate_port
 from harness.secrets import write_private_file
@@ -116,17 +116,18 @@ class ComposeBackend:
     name = "compose"
 
     def check(self, engine: Engine) -> None:
-        """A one-line ConfigError / MissingDependencyError naming the fix when the engine is not
-        PostgreSQL or a Docker engine, Compose v2 or the images are missing here."""
+        """A one-line ConfigError naming the fix when the engine is not PostgreSQL, or no Docker engine
+        answers (none was started: ``make compose-setup`` starts one), or Compose v2 is missing; a
+        MissingDependencyError when an image is missing."""
         if engine.name != "postgres":
             raise ConfigError(f"backend 'compose' runs PostgreSQL only, not engine {engine.name!r}; "
                               "use --engine postgres")
         if not engine_answers():
-            raise MissingDependencyError("backend 'compose': no Docker engine answers here; run "
-                                         "'make compose-setup' (starts one), or use --backend local")
+            raise ConfigError("backend 'compose': no Docker engine answers here; run "
+                              "'make compose-setup' (starts one), or use --backend local")
         if compose_version() is None:
-            raise MissingDependencyError("backend 'compose': Compose v2 ('docker compose') is missing; run "
-                                         "'make compose-setup'")
+            raise ConfigError("backend 'compose': Compose v2 ('docker compose') is missing; run "
+                              "'make compose-setup', or use --backend local")
         client = docker_client()
         try:
             for spec in (POSTGRES, TOXIPROXY):
