@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.topology.containers import harness_containers
 from tests.support.suite_runs import SuiteRun, differences, environment, run_suites
 
 
@@ -33,6 +34,7 @@ def test_dur_and_mir_suites_give_the_same_verdicts_on_compose_and_local(
     home = {"FAILOVER_HARNESS_HOME": isolated_home["FAILOVER_HARNESS_HOME"],
             "FAILOVER_HARNESS_TEMPLATES": isolated_home["FAILOVER_HARNESS_TEMPLATES"]}
     compose = run_suites("compose", None, tmp_path / "compose", env=home)
+    assert harness_containers(home=home["FAILOVER_HARNESS_HOME"]) == []  # every test's containers are gone
     local = local_suite_run.verdicts
     env = environment(compose.reports)
     assert "backend=compose" in env.splitlines() and "Toxiproxy container" in env, env

@@ -312,6 +312,8 @@ class ComposeTopology(LocalTopology):
         if not self.run_id:
             return
         if self._unsubscribe is not None:
+            with contextlib.suppress(Exception):  # as local: a late observation must not stop the teardown
+                self.settle_observations()
             self._unsubscribe()
             self._unsubscribe = None
         try:
