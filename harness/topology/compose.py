@@ -39,7 +39,7 @@ from harness.topology.engine import Engine
 from harness.topology.images import POSTGRES, TOXIPROXY, image_for
 from harness.topology.links import DirectLinks, Links
 from harness.topology.local import LocalGroup, LocalPair, LocalTopology
-from harness.topology.process import RunAs, signal_group
+from harness.topology.process import RunAs, database_user, signal_group
 from harness.topology.proxied import ProxiedLinks, links_of_run
 from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
 from harness.topology.state import MIRROR, PRINCIPAL, RUNNING, STANDBY, LinksState, NodeState, ProxyNames, RunState
@@ -210,6 +210,7 @@ class ComposeTopology(LocalTopology):
                 principal = self._principal_name()
                 self._wait_started(principal)
                 self._state.version = self._server_version(principal)
+                self._superuser_password(principal)
                 for n in self._state.nodes:
                     if n.name != principal:
                         self._wait_streaming(n.name, principal, timeout=90)
@@ -253,8 +254,11 @@ class ComposeTopology(LocalTopology):
         return state
 
     def _prepare_folders(self) -> None:
-        """Each node's folder: the engine's bootstrap files, a clone marker for standbys, its role
-        and configuration (through links naming the proxies the compose file creates)."""
+        """Each node's folder: the engine's bootstrap files, its data directory - a copy of the
+        machine's cached template, as local (a cleanly shut down cluster: every copy is a valid base
+        backup, so no initdb and no clone at start; without a template the entrypoint runs initdb on
+        the principal and clones the standbys through their replication proxies) - its role and
+        configuration (through links naming the proxies the compose file creates)."""
         files = getattr(self.engine, "bootstrap_files", None)
         if files is None:
             raise ConfigError(f"engine {self.engine.name!r} has no container bootstrap; use --engine postgres")
@@ -264,15 +268,18 @@ class ComposeTopology(LocalTopology):
                       ProxiedLinks(ToxiproxyClient(links.url or "", timeout=5), "compose", links.version or "?",
                                    description=links.description))
         principal = self._principal_name()
+        template_dir = getattr(self.engine, "template_dir", None)
         for node in self._state.nodes:
             folder = self.path / node.name
             folder.mkdir(mode=0o755)
             for name, text in bootstrap.items():  # two of them hold the test password
                 write_private_file(folder / name, text)
-            if node.name != principal:
+            if node.name != principal and template_dir is None:
                 (folder / "clone").write_text("")
             (folder / "role").write_text("principal" if node.name == principal else "standby")
             self._write_conf(node.name)
+        if template_dir is not None:  # built by the database user (initdb refuses root)
+            self.engine.copy_template(template_dir(database_user()), *(Path(n.datadir) for n in self._state.nodes))
 
     def _connect_links(self) -> None:
         """Wait for the Toxiproxy API; follow its log for connection events (when recording)."""
@@ -358,6 +365,16 @@ class ComposeTopology(LocalTopology):
         with contextlib.suppress(Exception):
             return self._container(service).logs(tail=15).decode(errors="replace")
         return "(no log)"
+
+    def _superuser_password(self, principal: str) -> None:
+        """Give the superuser the test password (a template has none: locally the superuser only
+        uses the Unix socket), for the entrypoint's pg_rewind / pg_basebackup over TCP through the
+        replication proxy (pg_hba asks for SCRAM there); the standbys get it through the WAL."""
+        from psycopg import sql
+
+        password = self.engine.credentials.password
+        with self.engine.admin_connect(self.socket_dir(principal), self._node_state(principal).port) as conn:
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier("postgres"), sql.Literal(password)))
 
     def _server_version(self, name: str) -> str:
         s = self._node_state(name)
