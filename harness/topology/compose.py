@@ -39,7 +39,7 @@ from harness.topology.engine import Engine
 from harness.topology.images import POSTGRES, TOXIPROXY, image_for
 from harness.topology.links import DirectLinks, Links
 from harness.topology.local import LocalGroup, LocalPair, LocalTopology
-from harness.topology.process import RunAs, database_user, signal_group
+from harness.topology.process import RunAs, database_user, pid_alive, signal_group
 from harness.topology.proxied import ProxiedLinks, links_of_run
 from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
 from harness.topology.state import MIRROR, PRINCIPAL, RUNNING, STANDBY, LinksState, NodeState, ProxyNames, RunState
@@ -393,6 +393,22 @@ class ComposeTopology(LocalTopology):
         s.pid = self._container_pid(name)
         s.state = RUNNING
         save_state(self.path, self._state)
+
+    @staticmethod
+    def _wait_signal_ready(s: NodeState, timeout: float = 10) -> None:
+        """As local (a postmaster dies of a SIGHUP before it has set up its handlers; it writes
+        ``postmaster.pid`` only after that), except that the file names the server's PID inside its
+        container (1), not the host PID the state records: wait until the file exists (a stale one is
+        removed before each start)."""
+        pidfile = Path(s.datadir) / "postmaster.pid"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and s.pid and pid_alive(s.pid):
+            try:
+                if pidfile.read_text().split("\n", 1)[0].strip().isdigit():
+                    return
+            except (FileNotFoundError, PermissionError):
+                pass
+            time.sleep(0.005)
 
     def _halt(self, name: str, mode: str) -> None:
         """Signal the container's server (fast SIGINT / immediate SIGQUIT / smart SIGTERM) and wait for
