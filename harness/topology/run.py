@@ -109,6 +109,27 @@ def find_reaper(path: Path) -> int | None:
     return next((pid for pid in processes_mentioning(str(path)) if "harness.topology.reaper" in _cmdline(pid)), None)
 
 
+def release_shared_memory(datadir: Path) -> bool:
+    """Remove the System V shared-memory segment a PostgreSQL postmaster of ``datadir`` created (its
+    ``postmaster.pid`` line 7: key and id) when no process is attached any more. A postmaster that
+    was SIGKILLed leaves it; PostgreSQL reclaims it only when a server starts again on that data
+    directory, which never happens once the run's folder is deleted - so without this every killed
+    node of every run leaks one segment until the kernel's SHMMNI (4096) is reached and no server on
+    the machine can start ("could not create shared memory segment: No space left on device", seen
+    here). Returns whether one was removed."""
+    try:
+        line = (datadir / "postmaster.pid").read_text().splitlines()[6].split()
+        key, shmid = int(line[0]), int(line[1])
+        table = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except (OSError, IndexError, ValueError):
+        return False
+    for row in table:
+        fields = row.split()
+        if len(fields) > 6 and fields[:2] == [str(key), str(shmid)] and fields[6] == "0":
+            return subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True).returncode == 0
+    return False
+
+
 def down_run(path: Path) -> list[int]:
     """Stop every process of a run (any state, any owner) and delete its directory. Returns the PIDs
     that had to be killed."""
@@ -132,6 +153,9 @@ def down_run(path: Path) -> list[int]:
         if pid and pid_alive(pid):
             kill_group(proc.get("pgid") or pid, timeout=2)
             signal_pid(pid, 9)
+    for node in state.get("nodes", []):  # a SIGKILLed postmaster leaves its SysV segment behind
+        if node.get("datadir") and state.get("backend", "local") == "local":  # (a container's: its own namespace)
+            release_shared_memory(Path(str(node["datadir"])))
     if state.get("backend") == "compose" and state.get("run"):  # its containers, volumes, networks
         remove_resources(run=str(state["run"]))
     # anything else still mentioning this run (children of a crashed run, tools mid-way)
