@@ -1,9 +1,14 @@
 # The two commands of the README:
 #   make chaos  - the suites against the built-in reference clients on the local backend (PostgreSQL, then the
 #                 MariaDB DUR and PER suites without the slow sysbench test), then the report
-#   make test   - the project's own tests (then a second pass against the real Toxiproxy when
-#                 $(TOXIPROXY_SERVER), default ../shared/toxiproxy/toxiproxy-server, exists)
-# Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing).
+#   make test   - the project's own tests; then a second pass: the DUR + MIR suites on Docker Compose
+#                 containers (behind the real Toxiproxy) compared with local processes, and, when
+#                 $(TOXIPROXY_SERVER) (default ../shared/toxiproxy/toxiproxy-server) exists, the
+#                 real Toxiproxy compared with the embedded server
+#   make chaos BACKEND=compose - the PostgreSQL suites on Docker Compose containers behind the real Toxiproxy
+# Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing);
+# `make test` and `make chaos BACKEND=compose` also run `failover-harness compose-setup` (engine,
+# Compose v2, images; idempotent) and afterwards stop the dockerd that it started, if it started one.
 #   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
 #   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
 #   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
@@ -13,9 +18,13 @@ PY      := $(VENV)/bin/python
 PYTEST  := $(VENV)/bin/pytest
 FH      := $(VENV)/bin/failover-harness
 JOBS    ?= 2
+BACKEND ?= local
+STOP_ENGINE := $(FH) compose-setup --stop-engine
 # The real Toxiproxy 2.12 for make test's second pass (CI: a copy of shared/ beside the clone).
 TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
 REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
+# The suites on compose against the same local run the real pass compares with (one pytest session).
+COMPOSE_PASS := tests/test_compose_suites.py
 # e.g. make mutation MUTATION_ARGS="--sample 60" (a fixed-seed sample per module), or "--module harness/rules/persistent.py"
 MUTATION_ARGS ?=
 # The LPQ matrix columns (make matrix): every registered driver but the `reference` alias of libpq.
@@ -23,27 +32,40 @@ LPQ_CLIENTS ?= libpq,libpq-system,psycopg,psycopg2,asyncpg,pg8000,node-pg,postgr
 # The same drivers against the MIR suites (make matrix-mir; host list = [Server, Failover Partner]).
 MIR_DRIVER_CLIENTS ?= lpq-libpq,lpq-psycopg,lpq-psycopg2,lpq-asyncpg,lpq-postgres-js,lpq-pgjdbc
 
-.PHONY: setup test chaos lint bench mutation matrix matrix-mir clean
+.PHONY: setup compose-setup test chaos lint bench mutation matrix matrix-mir clean
 
 setup:
 	@bash scripts/setup.sh
 
+compose-setup: setup
+	$(FH) compose-setup
+
+# Whatever fails, the dockerd that compose-setup started (if any) is stopped again.
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PYTEST) -n $(JOBS) tests --ignore=tests/test_toxiproxy_real_suites.py
-	@if [ -x "$(TOXIPROXY_SERVER)" ]; then \
-		echo "== second pass: the real Toxiproxy $(TOXIPROXY_SERVER) (compat tests, DUR + MIR suites)"; \
-		TOXIPROXY_SERVER_BIN="$(TOXIPROXY_SERVER)" $(PYTEST) $(REAL_PASS); \
-	else \
-		echo "== no real toxiproxy-server at $(TOXIPROXY_SERVER): second pass skipped" \
-		     "(make test TOXIPROXY_SERVER=/path/to/toxiproxy-server)"; \
-	fi
+	@status=0; \
+	$(FH) compose-setup || status=$$?; \
+	[ $$status -ne 0 ] || $(PYTEST) -n $(JOBS) tests --ignore=tests/test_toxiproxy_real_suites.py \
+		--ignore=$(COMPOSE_PASS) || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		if [ -x "$(TOXIPROXY_SERVER)" ]; then \
+			echo "== second pass: the real Toxiproxy $(TOXIPROXY_SERVER) (compat tests, DUR + MIR suites)" \
+			     "and the DUR + MIR suites on compose"; \
+			TOXIPROXY_SERVER_BIN="$(TOXIPROXY_SERVER)" $(PYTEST) $(REAL_PASS) $(COMPOSE_PASS) || status=$$?; \
+		else \
+			echo "== no real toxiproxy-server at $(TOXIPROXY_SERVER): that comparison skipped" \
+			     "(make test TOXIPROXY_SERVER=/path/to/toxiproxy-server); second pass: the DUR + MIR suites on compose"; \
+			$(PYTEST) $(COMPOSE_PASS) || status=$$?; \
+		fi; \
+	fi; \
+	$(STOP_ENGINE); exit $$status
 
-chaos: setup
-	$(FH) run --backend local suites; status=$$?; \
-	$(FH) run --backend local --engine mariadb --append-results -m "not slow" suites/durability suites/persistent \
-		|| status=1; \
-	$(FH) report; exit $$status
+chaos: setup $(if $(filter compose,$(BACKEND)),compose-setup)
+	$(FH) run --backend $(BACKEND) suites; status=$$?; \
+	$(if $(filter local,$(BACKEND)),$(FH) run --backend local --engine mariadb --append-results -m "not slow" \
+		suites/durability suites/persistent || status=1;) \
+	$(FH) report; \
+	$(if $(filter compose,$(BACKEND)),$(STOP_ENGINE);) exit $$status
 
 lint: setup
 	$(VENV)/bin/ruff check harness tests suites benchmarks scripts

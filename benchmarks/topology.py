@@ -5,6 +5,11 @@ of the same step measured in the same run, as a ratio (harness / raw).
 Targets (issue "Foundation 1"): warm pair up <= 1.0 s, switchover <= 1.0 s, failover <= 0.5 s.
 
     python benchmarks/topology.py [--repeat 5]
+    python benchmarks/topology.py --backend compose [--repeat 3]
+
+With ``--backend compose`` it measures a pair behind the fault proxy on both backends in the same run
+- containers behind the real Toxiproxy (``make compose-setup`` first) and local processes behind the
+harness's default fault proxy - and prints compose beside local as a ratio (compose / local).
 """
 
 from __future__ import annotations
@@ -125,10 +130,41 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def backends_side_by_side(repeat: int) -> None:
+    """Pair up, switchover and failover on compose and on local, same run, as ratios."""
+    from harness.topology.backend import get_backend, get_engine
+
+    engine = get_engine("postgres")
+    times: dict[str, dict[str, list[float]]] = {}
+    for _ in range(repeat):
+        for backend in ("local", "compose"):
+            be = get_backend(backend)
+            be.check(engine)
+            pair = be.build(engine, 2)
+            row = times.setdefault(backend, {"up": [], "switchover": [], "failover": []})
+            try:
+                row["up"].append(timed(pair.up))
+                row["switchover"].append(pair.switchover().seconds)
+                row["failover"].append(pair.failover().seconds)
+            finally:
+                pair.down()
+    print(f"pair behind the fault proxy, median of {repeat} runs, seconds (compose / local = ratio)\n")
+    print(f"{'step':12} {'compose':>8} {'local':>8} {'ratio':>7}")
+    for step in ("up", "switchover", "failover"):
+        c, lo = median(times["compose"][step]), median(times["local"][step])
+        print(f"{step:12} {c:8.3f} {lo:8.3f} {c / lo:7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=None, help="runs per measurement (default 5; compose 3)")
+    parser.add_argument("--backend", choices=["local", "compose"], default="local",
+                        help="compose: that backend beside local (same run, ratios)")
     args = parser.parse_args()
+    if args.backend == "compose":
+        backends_side_by_side(args.repeat or 3)
+        return
+    args.repeat = args.repeat or 5
     rows: list[tuple[str, float, float, str, float | None]] = []
     work = Path(tempfile.mkdtemp(prefix="fh-bench-", dir="/tmp"))
     work.chmod(0o755)

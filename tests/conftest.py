@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.suite_runs import SuiteRun
+
 
 @pytest.fixture
 def isolated_home() -> Iterator[dict[str, str]]:
@@ -23,3 +25,13 @@ def isolated_home() -> Iterator[dict[str, str]]:
     env = dict(os.environ, FAILOVER_HARNESS_HOME=str(home), FAILOVER_HARNESS_TEMPLATES=str(templates_dir()))
     yield env
     shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def local_suite_run(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+    """``suites/durability`` and ``suites/mirroring`` once on the local backend with the embedded
+    fault proxy: the reference both same-verdict comparisons of a session read (the real Toxiproxy,
+    tests/test_toxiproxy_real_suites.py; the compose backend, tests/test_compose_suites.py)."""
+    from tests.support.suite_runs import run_suites
+
+    return run_suites("embedded", None, tmp_path_factory.mktemp("local-suites"))

@@ -1,49 +1,227 @@
-"""The planned Docker Compose backend: what can be validated without building it (the draft file's
-structure, the generated commands) and the one-line refusal of ``--backend compose``. Nothing here
-starts containers."""
+"""The Compose backend on the real engine (``make test`` runs ``make compose-setup`` first): the
+compose files validate with Compose v2 and wire every address behind the proxy; a pair of
+containers behind the real Toxiproxy does every role operation with the same history events as the
+local backend; nothing of a run is left after ``down``, nor after a SIGKILLed run plus ``down --all``."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 
-from harness.errors import ConfigError, MissingDependencyError
-from harness.topology.compose import compose_command, compose_file, docker_engine_answers
+from harness.errors import ConfigError
+from harness.history.core import History
+from harness.paths import repo_root
+from harness.topology.backend import get_backend, get_engine, resolve
+from harness.topology.compose import COMPOSE_FILES, compose_config, compose_file, project_name
+from harness.topology.containers import harness_containers
+from harness.topology.dockerd import HOME_LABEL, RUN_LABEL
+from harness.topology.postgres import PostgresEngine
+
+NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"]}
 
 
-def test_pair_compose_file_puts_every_node_behind_toxiproxy():
-    spec = yaml.safe_load(compose_file("pg-pair").read_text())
+def _env(topology: str) -> dict[str, str]:
+    env = {"FH_PROJECT": "fh-t-1", "FH_RUN": "t-1", "FH_HOME": "/tmp/fh-home", "FH_RUN_DIR": "/tmp/fh-home/runs/t-1",
+           "FH_TOXIPROXY_PORT": "40000"}
+    for i, n in enumerate(NODES[topology]):
+        for j, kind in enumerate(("PORT", "CLIENT_PORT", "REPL_PORT")):
+            env[f"FH_{n.upper()}_{kind}"] = str(40001 + 3 * i + j)
+    return env
+
+
+@pytest.mark.parametrize("topology", sorted(COMPOSE_FILES))
+def test_compose_file_is_valid_and_puts_every_address_behind_the_proxy(topology: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("FH_POSTGRES_IMAGE", "FH_TOXIPROXY_IMAGE"):
+        monkeypatch.delenv(var, raising=False)
+    env = _env(topology)
+    spec = yaml.safe_load(compose_config(topology, env))
     services = spec["services"]
-    assert set(services) == {"toxiproxy", "n1", "n2"}
-    assert services["toxiproxy"]["image"] == "ghcr.io/shopify/toxiproxy:2.12.0"
-    assert "-host=0.0.0.0" in services["toxiproxy"]["command"]  # TOXIPROXY.md: required in compose
-    proxies = json.loads((compose_file("pg-pair").parent / "toxiproxy.json").read_text())
-    assert {p["upstream"] for p in proxies} == {"n1:5432", "n2:5432"}
-    published = {p.split(":")[1] for p in services["toxiproxy"]["ports"]}
-    assert {p["listen"].split(":")[1] for p in proxies} <= published
-    assert all(p["listen"].startswith("0.0.0.0:") for p in proxies)
-    for node in ("n1", "n2"):  # only the proxy publishes ports: clients reach nodes only through it
-        assert "ports" not in services[node]
-    assert services["n2"]["depends_on"]["n1"]["condition"] == "service_healthy"
+    assert set(services) == {"toxiproxy", *NODES[topology]}
+    assert services["toxiproxy"]["image"] == "ghcr.io/shopify/toxiproxy:2.12.0"  # official by default
+    assert "-host=127.0.0.1" in services["toxiproxy"]["command"]
+    for svc in services.values():
+        assert svc["network_mode"] == "host" and "ports" not in svc and "networks" not in svc
+        assert svc["labels"] == {RUN_LABEL: "t-1", HOME_LABEL: "/tmp/fh-home"}
+    assert "networks" not in spec  # no bridge network of any kind
+    proxies = {p["name"]: p for p in json.loads(spec["configs"]["proxies"]["content"])}
+    principal_port = env["FH_N1_PORT"]
+    for n in NODES[topology]:
+        node = services[n]
+        assert node["image"] == "postgres:15" and node["environment"]["FH_PORT"] == env[f"FH_{n.upper()}_PORT"]
+        client, repl = proxies[f"fh-t-1-{n}"], proxies[f"fh-t-1-repl-{n}"]
+        assert client == {"name": f"fh-t-1-{n}", "listen": f"127.0.0.1:{env[f'FH_{n.upper()}_CLIENT_PORT']}",
+                          "upstream": f"127.0.0.1:{env[f'FH_{n.upper()}_PORT']}"}
+        assert repl["listen"] == f"127.0.0.1:{env[f'FH_{n.upper()}_REPL_PORT']}"
+        assert repl["upstream"] == f"127.0.0.1:{principal_port}"  # standbys clone and stream through it
+        assert node["environment"]["FH_REPL_PORT"] == env[f"FH_{n.upper()}_REPL_PORT"]
+    assert len(proxies) == 2 * len(NODES[topology])
 
 
-def test_compose_commands():
-    cmd = compose_command("pg-pair", "fh-run1")
-    assert cmd[:4] == ["docker", "compose", "-p", "fh-run1"] and cmd[-3:] == ["up", "-d", "--wait"]
-    assert compose_command("pg-pair", "fh-run1", "down")[-3:] == ["down", "-v", "--remove-orphans"]
-    with pytest.raises(MissingDependencyError, match="no compose file"):
+def test_a_missing_port_variable_is_a_one_line_error() -> None:
+    env = _env("pg-pair")
+    del env["FH_N2_REPL_PORT"]
+    with pytest.raises(ConfigError, match="FH_N2_REPL_PORT"):
+        compose_config("pg-pair", env)
+    with pytest.raises(ConfigError, match="no compose file"):
         compose_file("pg-ring")
 
 
-def test_compose_backend_refuses_in_one_line_and_never_falls_back():
-    """Until the Compose backend is built, --backend compose is a ConfigError naming the reason (and
-    whether an engine answers here) - never local processes reported under that name."""
-    from harness.topology.backend import resolve
-
+def test_compose_backend_refuses_what_it_cannot_run_in_one_line() -> None:
     with pytest.raises(ConfigError) as err:
+        resolve("compose", "mariadb")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="groups of 3"):
+        get_backend("compose").build(get_engine("postgres"), 4)
+
+
+def test_no_docker_engine_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no engine answers (none was started), ``--backend compose`` is refused in one line naming
+    the fix, never run as local processes."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(ConfigError, match="no Docker engine answers here; run 'make compose-setup'") as err:
         resolve("compose", "postgres")
-    message = str(err.value)
-    assert "\n" not in message and "not available" in message and "--backend local" in message
-    assert ("a Docker engine answers here" in message) == docker_engine_answers()
+    assert "\n" not in str(err.value)
+
+
+def _drive(topo, history: History) -> list[tuple[str, str | None]]:
+    """The same role operations on any backend; returns the non-connection events recorded (without
+    ``harness.stall``: how late the machine or the proxy's log was is not part of the topology)."""
+    with topo:
+        with psycopg.connect(topo.dsn(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS k (v int)")
+            conn.execute("INSERT INTO k VALUES (1)")
+        topo.switchover()
+        topo.failover()
+        topo.rejoin()
+        topo.stop("n1")
+        topo.start("n1")
+        topo.kill("n1")
+        topo.start("n1")
+        topo.pause("n2", scope="all")
+        topo.resume("n2")
+        with psycopg.connect(topo.dsn(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute("INSERT INTO k VALUES (2)")
+            assert conn.execute("SELECT count(*) FROM k").fetchone()[0] == 2
+        assert topo.partner_setting() == "{}:{}".format(*topo.mirror.client_address)
+    return [(e.type, e.fields.get("node")) for e in history.events()
+            if not e.type.startswith("conn.") and e.type != "harness.stall"]
+
+
+def test_compose_pair_records_the_same_events_as_local() -> None:
+    """Every role operation on containers behind the real Toxiproxy, and the history holds the same
+    topology events, in the same order, as the same operations on local processes; the fault proxy's
+    log stream gives connection events with node names."""
+    engine = get_engine("postgres")
+    seen = {}
+    for backend in ("local", "compose"):
+        history = History()
+        seen[backend] = _drive(get_backend(backend).build(engine, 2, history=history), history)
+        if backend == "compose":
+            conns = [e for e in history.events() if e.type == "conn.accepted"]
+            assert conns and {e.fields.get("node") for e in conns} >= {"n1", "n1:replication", "n2:replication"}
+    drop_reclone = [e for e in seen["compose"] if e[0] != "node.reclone"]  # rewind may re-clone on either
+    assert drop_reclone == [e for e in seen["local"] if e[0] != "node.reclone"]
+
+
+def _harness_resources(home: str) -> list[str]:
+    import docker
+
+    client = docker.from_env()
+    try:
+        flt = {"label": [RUN_LABEL, f"{HOME_LABEL}={home}"]}
+        return ([c.name for c in client.containers.list(all=True, filters=flt)]
+                + [v.name for v in client.volumes.list(filters=flt)]
+                + [n.name for n in client.networks.list(filters=flt)])
+    finally:
+        client.close()
+
+
+def _fh(env: dict[str, str], *args: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=180, cwd=repo_root(), **kw)
+
+
+def test_sigkilled_run_and_detached_run_leave_nothing_after_down_all(isolated_home: dict[str, str]) -> None:
+    """A foreground ``up`` SIGKILLed (its reaper SIGKILLed too) and a detached run: ``down --all``
+    removes their containers, volumes and folders; nothing labelled with this home is left."""
+    env = {**isolated_home, "PYTHONPATH": str(repo_root())}
+    home = env["FAILOVER_HARNESS_HOME"]
+    detached = _fh(env, "up", "--backend", "compose", "--detach", "--json")
+    assert detached.returncode == 0, detached.stderr
+    run = json.loads(detached.stdout)["run"]
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "up", "--backend", "compose", "--json"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=repo_root(),
+                            start_new_session=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        crashed = json.loads(line)["run"]
+        for pid in _reapers(home):
+            os.kill(pid, signal.SIGKILL)  # the worst case: nothing of the run's own is left to clean
+        proc.kill()
+        proc.wait(10)
+        assert len(harness_containers(home=home)) == 6  # two runs of toxiproxy + n1 + n2
+        assert {r.split("-")[-1] for r in harness_containers(home=home)} == {"toxiproxy", "n1", "n2"}
+        down = _fh(env, "down", "--all")
+        assert down.returncode == 0, down.stderr
+        assert _harness_resources(home) == []
+        assert not (Path(home) / "runs" / run).exists() and not (Path(home) / "runs" / crashed).exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _fh(env, "down", "--all")
+    assert project_name(run) not in " ".join(harness_containers(all_homes=True))
+
+
+def _reapers(home: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "harness.topology.reaper" in cmd and home in cmd:
+                found.append(int(entry.name))
+    return found
+
+
+def test_cli_up_write_switchover_write_down(isolated_home: dict[str, str]) -> None:
+    """The README's hand-driven loop on compose: ``up --detach --json``, a write, ``fault
+    switchover``, a write, ``status``, ``down``."""
+    env = {**isolated_home, "PYTHONPATH": str(repo_root())}
+    up = _fh(env, "up", "--backend", "compose", "--topology", "pg-pair", "--detach", "--json")
+    assert up.returncode == 0, up.stderr
+    desc = json.loads(up.stdout)
+    run = desc["run"]
+    try:
+        assert desc["backend"] == "compose" and desc["fault_proxy"]["version"] == "2.12.0"
+        hosts = ",".join(n["client_address"].split(":")[0] for n in desc["nodes"])
+        ports = ",".join(n["client_address"].split(":")[1] for n in desc["nodes"])
+        creds = PostgresEngine().credentials  # the machine's test login (the shared template cache)
+        dsn = (f"host={hosts} port={ports} dbname={creds.database} user={creds.user} password={creds.password} "
+               "target_session_attrs=read-write")
+        assert creds.password not in up.stdout + up.stderr  # issue 17: no secret in any output
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE w (v int)")
+            conn.execute("INSERT INTO w VALUES (1)")
+        sw = _fh(env, "fault", "--run", run, "switchover", "--json")
+        assert sw.returncode == 0, sw.stderr
+        assert json.loads(sw.stdout)["principal"] == "n2"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO w VALUES (2)")
+            assert conn.execute("SELECT count(*) FROM w").fetchone()[0] == 2
+        status = json.loads(_fh(env, "status", "--run", run, "--json").stdout)
+        assert [(n["name"], n["role"]) for n in status["nodes"]] == [("n1", "mirror"), ("n2", "principal")]
+    finally:
+        down = _fh(env, "down", "--run", run)
+    assert down.returncode == 0, down.stderr
+    assert _harness_resources(env["FAILOVER_HARNESS_HOME"]) == []

@@ -68,12 +68,15 @@ def test_options_parse_and_reach_fixtures(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize(("option", "value", "reason"), [
-    ("--backend", "compose", "backend 'compose' is not available"),
+    ("--backend", "compose", "backend 'compose': no Docker engine answers here"),
 ])
 def test_unavailable_backend_or_engine_is_one_line_before_any_test(pytester: pytest.Pytester, option: str,
-                                                                   value: str, reason: str) -> None:
-    """The options no longer lie: a backend or engine that is not built is refused at start-up, in one
-    line, and no test runs (so nothing runs local processes under another name)."""
+                                                                   value: str, reason: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The options no longer lie: a backend or engine that cannot run here (compose where no Docker
+    engine answers; an engine not built) is refused at start-up, in one line, and no test runs (so
+    nothing runs local processes under another name)."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     pytester.makepyfile('''
         def test_never_runs(harness_options):
             raise AssertionError("must not run")

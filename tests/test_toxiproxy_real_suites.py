@@ -6,27 +6,21 @@ verdicts (rule id and valid, read from the saved histories' meta).
 ``make test`` runs this in its second pass (``TOXIPROXY_SERVER_BIN`` = ``../shared/toxiproxy/
 toxiproxy-server`` when that file exists; override with ``make test TOXIPROXY_SERVER=PATH``).
 Without any real binary (that variable, ``../shared/toxiproxy/`` beside the checkout, or PATH) it is
-skipped: there is nothing to compare with. A test whose verdicts differ is run up to twice more in both
-modes, and the difference counts only when no result of one mode ever equals one of the other
-(a timing flake does not repeat; a real difference does)."""
+skipped: there is nothing to compare with. A test whose verdicts differ is run up to twice more in
+both modes, and the difference counts only when no result of one mode ever agrees with one of the
+other (``tests/support/suite_runs.py``: a timing flake does not repeat; a real difference does)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.toxiproxy.select import find_server_binary
-
-REPO = Path(__file__).resolve().parents[1]
-SUITES = ["suites/durability", "suites/mirroring"]
-Verdicts = dict[str, tuple[str, list[tuple[str, object]]]]
+from tests.support.suite_runs import REPO, SuiteRun, alike, compare_with_reruns, environment, never_alike, run_suites
 
 
 def real_binary() -> str | None:
@@ -39,95 +33,37 @@ def real_binary() -> str | None:
     return shutil.which("toxiproxy-server")
 
 
-def _env(kind: str, binary: str, reports: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TOXIPROXY_URL", "TOXIPROXY_SERVER_BIN")}
-    # no toxiproxy-server on PATH for the embedded run (the selection would spawn it)
-    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
-                                  if d and not os.access(os.path.join(d, "toxiproxy-server"), os.X_OK))
-    if kind == "real":
-        env["TOXIPROXY_SERVER_BIN"] = binary
-    env["FAILOVER_HARNESS_REPORTS"] = str(reports)
-    env.setdefault("PYTHONPATH", str(REPO))
-    return env
-
-
-def run_suites(kind: str, binary: str, reports: Path, select: list[str] | None = None) -> tuple[float, Verdicts]:
-    """Run the suites with the ``kind`` fault proxy; (seconds, verdicts per test id)."""
-    args = [sys.executable, "-m", "harness.cli", "run", *(select or SUITES)]
-    t0 = time.monotonic()
-    proc = subprocess.run(args, cwd=REPO, env=_env(kind, binary, reports), capture_output=True, text=True,
-                          timeout=1200)
-    seconds = time.monotonic() - t0
-    verdicts: Verdicts = {}
-    for path in sorted((reports / "histories").glob("*.jsonl")):
-        meta = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["meta"]
-        verdicts[meta["test"]] = (meta["outcome"], [(v["rule_id"], v["valid"]) for v in meta["verdicts"]])
-    assert verdicts, f"the {kind} run saved no history (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
-    return seconds, verdicts
-
-
-def environment(reports: Path) -> str:
-    """The run's Allure ``environment.properties`` (which fault proxy it used)."""
-    return (reports / "allure-results" / "environment.properties").read_text(encoding="utf-8")
-
-
-def differences(a: Verdicts, b: Verdicts) -> dict[str, tuple[object, object]]:
-    """Tests whose outcome or verdicts differ between two runs (or that only one run has)."""
-    return {t: (a.get(t), b.get(t)) for t in sorted(set(a) | set(b)) if a.get(t) != b.get(t)}
-
-
-Samples = dict[str, list[object]]
-
-
-def never_alike(a: Samples, b: Samples) -> dict[str, tuple[list[object], list[object]]]:
-    """Tests none of whose results in one mode equals any of its results in the other: a
-    difference of the fault proxy. A test that once gave the same result both ways but not always
-    is a flake of the machine (timing under load), not of the server (it is printed, not failed)."""
-    return {t: (a.get(t, []), b.get(t, [])) for t in sorted(set(a) | set(b))
-            if not any(x == y for x in a.get(t, []) for y in b.get(t, []))}
-
-
-RERUNS = 2  # re-runs of a differing test in both modes before the difference counts
-
-
-def test_never_alike_separates_a_server_difference_from_a_flake() -> None:
+def test_a_server_difference_is_told_from_a_flake_and_unknown_agrees_with_either() -> None:
     ok, bad = ("passed", [("MIR-5", True)]), ("failed", [("MIR-5", False)])
+    unobserved = ("passed", [("MIR-5", "unknown")])
     assert never_alike({"t": [ok, ok]}, {"t": [bad, bad]}) == {"t": ([ok, ok], [bad, bad])}
     assert never_alike({"t": [bad, ok]}, {"t": [ok]}) == {}
     assert never_alike({"t": [ok]}, {}) == {"t": ([ok], [])}
+    assert alike(ok, unobserved) and not alike(bad, unobserved)
+    assert not alike(ok, ("passed", [("MIR-5", True), ("MIR-7", True)]))
 
 
 @pytest.mark.timeout(2400)  # two runs of the suites, and re-runs of any test that differed
 def test_durability_and_mirroring_give_the_same_verdicts_through_the_real_server(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], local_suite_run: SuiteRun) -> None:
     binary = real_binary()
     if binary is None:
         pytest.skip("no real toxiproxy-server (TOXIPROXY_SERVER_BIN, ../shared/toxiproxy/, PATH): nothing to "
                     "compare the embedded server with")
-    t_emb, embedded = run_suites("embedded", binary, tmp_path / "embedded")
-    t_real, real = run_suites("real", binary, tmp_path / "real")
-    assert "embedded Toxiproxy-compatible server" in environment(tmp_path / "embedded")
+    t_emb, embedded = local_suite_run.seconds, local_suite_run.verdicts  # shared with the compose comparison
+    real_run = run_suites("real", binary, tmp_path / "real")
+    t_real, real = real_run.seconds, real_run.verdicts
+    assert "embedded Toxiproxy-compatible server" in environment(local_suite_run.reports)
     real_env = environment(tmp_path / "real")
     assert "spawned toxiproxy-server 2.12" in real_env and binary in real_env, real_env
     assert "derived from its trace log" in real_env
-    diff = differences(embedded, real)
-    emb_samples: Samples = {t: [v] for t, v in embedded.items()}
-    real_samples: Samples = {t: [v] for t, v in real.items()}
-    remaining = never_alike(emb_samples, real_samples)
-    for round_ in range(1, RERUNS + 1):  # only the tests that still never matched, both ways
-        ids = [t for t in remaining if t in embedded and t in real]
-        if not ids:
-            break
-        _, emb2 = run_suites("embedded", binary, tmp_path / f"embedded-again-{round_}", ids)
-        _, real2 = run_suites("real", binary, tmp_path / f"real-again-{round_}", ids)
-        for t in ids:
-            emb_samples[t].append(emb2.get(t))
-            real_samples[t].append(real2.get(t))
-        remaining = never_alike(emb_samples, real_samples)
-    flaky = sorted(t for t in diff if t not in remaining)
+    remaining, flaky, differed = compare_with_reruns(
+        embedded, real,
+        lambda ids, k: run_suites("embedded", binary, tmp_path / f"embedded-again-{k}", ids).verdicts,
+        lambda ids, k: run_suites("real", binary, tmp_path / f"real-again-{k}", ids).verdicts)
     with capsys.disabled():
         print(f"\n[real toxiproxy] {len(embedded)} suite tests: embedded {t_emb:.1f} s, real {t_real:.1f} s; "
-              f"differences {len(diff)}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
+              f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
               f"{', '.join(flaky) or '-'}")
     assert not remaining, json.dumps(remaining, indent=1, default=str)
     assert len(embedded) >= 16 and sum(bool(v) for _, v in embedded.values()) >= 16, embedded  # not vacuous

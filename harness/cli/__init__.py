@@ -28,6 +28,8 @@ COMMAND_MODULES = [
     "harness.cli.persistent_cmds",
     "harness.cli.attach_cmds",
     "harness.cli.matrix_cmds",
+    "harness.cli.compose_cmds",
+    "harness.cli.nightly_cmds",
 ]
 
 

@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="allure results folder (default: reports/allure-results)")
     r.add_argument("--output", type=Path, default=None,
                    help="report folder (default: reports/allure-report)")
+    r.add_argument("--history-from", type=Path, default=None, metavar="DIR",
+                   help="carry the Allure trend from this earlier report (a folder with history/ or a single-file "
+                   "index.html, e.g. the previous nightly's); default: the previous report in --output")
     r.add_argument("--multi-file", action="store_true",
                    help="write the classic multi-file report (needs a web server) instead of one HTML")
     r.set_defaults(func=cmd_report)
@@ -165,7 +168,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``failover-harness report``: build the Allure HTML report and print where it is."""
     from harness.report.builder import build_report
 
-    path = build_report(args.results, args.output, single_file=not args.multi_file)
+    path = build_report(args.results, args.output, single_file=not args.multi_file, history_from=args.history_from)
     print(path)
     sys.stdout.flush()
     return 0

@@ -15,8 +15,8 @@ from harness.cli.attach_cmds import coordinate_run, endpoints_of, repoint_run
 from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.errors import ConfigError
 from harness.faults import Faults
-from harness.topology import LocalTopology, resolve
-from harness.topology.backend import BACKENDS, engine_names
+from harness.topology import resolve
+from harness.topology.backend import BACKENDS, attach, engine_names
 from harness.topology.local import TOPOLOGIES, TOPOLOGY_ENGINES
 from harness.topology.run import down_all, down_run, run_path
 
@@ -80,7 +80,7 @@ def _print_human(desc: dict[str, Any]) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print a run's current roles and addresses."""
-    topo = LocalTopology.attach(args.run)
+    topo = attach(args.run)
     desc = topo.describe()
     topo.check_processes(desc)  # each process checked: 'dead' for one that is gone, never a stale 'running'
     desc["persistent_proxies"] = [e.public() for e in endpoints_of(topo)]  # no token, no password
@@ -108,7 +108,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
     if args.action == "mark-state":
         return _mark_state(args)
-    topo = LocalTopology.attach(args.run)
+    topo = attach(args.run)
     action = args.action
     if action in ROLE_ACTIONS:
         faults = Faults(topo)
@@ -168,10 +168,10 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add up / status / fault / down."""
-    p = sub.add_parser("up", help="start a topology (pair or group of local PostgreSQL servers)")
+    p = sub.add_parser("up", help="start a topology (pair or group of PostgreSQL servers, local or in containers)")
     p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
     p.add_argument("--backend", default="local", choices=list(BACKENDS),
-                   help="where the nodes run (compose: planned, refused with the reason)")
+                   help="where the nodes run: local processes or compose containers (run make compose-setup first)")
     p.add_argument("--engine", default=None, choices=engine_names(),
                    help="database engine (default: the topology's, postgres for pg-*, mariadb for mariadb-*)")
     p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")

@@ -1,7 +1,7 @@
 """The failover-harness pytest plugin (one ``pytest11`` entry point: ``harness.plugin``).
 
 * options (:mod:`.options`): ``--backend``, ``--engine``, ``--client``, ``--keep-on-failure``,
-  ``--history-dir``; markers ``rule(*ids)``, ``slow``, ``topology(...)``;
+  ``--history-dir``; markers ``rule(*ids)``, ``slow``, ``topology(...)``, ``not_on(*backends, reason=)``;
 * history (:mod:`.history`): the ``history`` fixture, saved and attached after every test;
 * verdicts (:mod:`.verdict`): the ``check`` fixture, Allure labels, the results folder's files;
 * clients (:mod:`.clients`): ``client_spec``, ``client_factory``;
@@ -29,7 +29,15 @@ from harness.plugin.options import (
     rule_ids_of,
     test_failed,
 )
-from harness.plugin.topology import _topology_factory, check_backend, faults, group, pair
+from harness.plugin.topology import (
+    NOT_ON_MARKER,
+    _topology_factory,
+    check_backend,
+    faults,
+    group,
+    pair,
+    pytest_collection_modifyitems,
+)
 from harness.plugin.verdict import VerdictCheck, check, pytest_runtest_setup, pytest_sessionfinish
 
 
@@ -43,6 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "topology(mode='sync', mirror_readable=False, nodes=N, links='proxy'): how the test's "
                    "pair or group is built")
+    config.addinivalue_line("markers", NOT_ON_MARKER)
     check_backend(config)
     check_client(config)
 
@@ -50,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
 __all__ = [
     "HarnessOptions", "VerdictCheck", "_topology_factory", "add_environment", "check", "check_client", "client_factory",
     "client_spec", "faults", "group", "harness_options", "history", "pair", "pytest_addoption",
-    "pytest_configure", "pytest_report_header", "pytest_runtest_makereport", "pytest_runtest_setup",
+    "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header", "pytest_runtest_makereport",
+    "pytest_runtest_setup",
     "pytest_runtest_teardown", "pytest_sessionfinish", "rule_ids_of", "test_failed",
 ]

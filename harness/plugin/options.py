@@ -43,7 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The harness options (group ``failover-harness``)."""
     group = parser.getgroup("failover-harness", "failover-harness: database failover checks")
     group.addoption("--backend", choices=list(BACKENDS), default="local",
-                    help="where database nodes run: local processes (default); compose is planned")
+                    help="where database nodes run: local processes (default) or compose containers behind the real "
+                    "Toxiproxy (make compose-setup first)")
     group.addoption("--client", default=None, metavar="NAME",
                     help="client under test: a registered name (PROFILE/NAME when ambiguous) or an "
                     "import path module:attr; default: the reference client of each profile")

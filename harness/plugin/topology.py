@@ -25,6 +25,20 @@ from harness.plugin.options import OPTIONS_KEY, add_environment, test_failed
 from harness.topology import Group, Pair, Topology, get_backend, get_engine
 
 TOPOLOGY_OPTIONS = ("mode", "mirror_readable", "nodes", "links")
+NOT_ON_MARKER = "not_on(*backends, reason=...): the test cannot run on these backends, and why (docs/compose.md)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked ``@pytest.mark.not_on("compose", reason="...")`` is skipped on that backend with
+    its reason (reported, never silently green); a mark without a reason is a usage error."""
+    backend = config.stash[OPTIONS_KEY].backend
+    for item in items:
+        for mark in item.iter_markers("not_on"):
+            reason = mark.kwargs.get("reason")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.not_on needs reason='why it cannot run there'")
+            if backend in mark.args:
+                item.add_marker(pytest.mark.skip(reason=f"not on backend {backend}: {reason}"))
 
 
 def check_backend(config: pytest.Config) -> None:

@@ -85,13 +85,15 @@ def _require_writable(folder: Path, option: str) -> None:
 
 
 def build_report(results: Path | None = None, output: Path | None = None, *, single_file: bool = True,
-                 environment: dict[str, str] | None = None, timeout: float = 300) -> Path:
+                 environment: dict[str, str] | None = None, timeout: float = 300,
+                 history_from: Path | None = None) -> Path:
     """Generate the Allure report of ``results`` (default ``reports/allure-results``) into ``output``
     (default ``reports/allure-report``) and return the HTML file (``index.html``).
 
     ``single_file=True`` makes one self-contained HTML (offline, no web server needed). The previous
     report's trend history is carried over; ``categories.json`` and ``environment.properties`` are
-    written when missing (``environment`` overrides the detected values)."""
+    written when missing (``environment`` overrides the detected values). ``history_from``: carry the
+    trend from that earlier report instead (the previous nightly's; ConfigError when it holds none)."""
     results = Path(results) if results is not None else reports_dir() / "allure-results"
     output = Path(output) if output is not None else reports_dir() / "allure-report"
     _require_writable(output, "--output")  # before Allure: it would replace a file by a folder, or throw a stack
@@ -100,9 +102,14 @@ def build_report(results: Path | None = None, output: Path | None = None, *, sin
     if not results.is_dir():
         raise ConfigError(f"no Allure results at {results}; run the suites with --alluredir {results} "
                           "(make chaos does) or pass --results")
+    if history_from is not None:
+        if not carry_trend_history(Path(history_from), results):
+            raise ConfigError(f"no Allure trend history in {history_from} (expected history/ or a single-file "
+                              "index.html of an earlier report)")
+    else:
+        carry_trend_history(output, results)
     allure = allure_binary()
     java = java_binary()
-    carry_trend_history(output, results)
     write_categories(results, overwrite=False)
     if not (results / "environment.properties").exists():
         write_environment(results, environment or collect_environment(

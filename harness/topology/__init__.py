@@ -1,5 +1,6 @@
 """Topologies (Jepsen's *db*): pairs and groups of real database servers over two seams - a
-:class:`~harness.topology.backend.Backend` (local processes now; Docker Compose planned) and an
+:class:`~harness.topology.backend.Backend` (local processes, or Docker Compose containers behind the
+real Toxiproxy) and an
 :class:`~harness.topology.engine.Engine` (PostgreSQL, MariaDB) - with every client address
 and replication link behind :class:`~harness.topology.links.Links` (the fault proxy by default).
 Knows nothing about rules or faults."""

@@ -4,7 +4,8 @@ pair, or a one-line ConfigError (before any test runs) when the combination is n
 never a silent fallback to another backend.
 
 * ``local`` - real server processes on this machine (:mod:`harness.topology.local`);
-* ``compose`` - Docker Compose with the real Toxiproxy (planned: :mod:`harness.topology.compose`).
+* ``compose`` - PostgreSQL containers of a Docker Compose project behind the real Toxiproxy
+  (:mod:`harness.topology.compose`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Any, Protocol
 
 from harness.errors import ConfigError
 from harness.topology.api import Topology
-from harness.topology.compose import ComposeBackend
+from harness.topology.compose import ComposeBackend, ComposeTopology
 from harness.topology.engine import Engine
 from harness.topology.links import Links
-from harness.topology.local import LocalGroup, LocalPair
+from harness.topology.local import LocalGroup, LocalPair, LocalTopology
 from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
+from harness.topology.run import load_state, run_path
 
 #: Engines named by ``--engine`` that are not built yet, and where they are planned.
 PLANNED_ENGINES: dict[str, str] = {}
@@ -91,3 +93,12 @@ def resolve(backend: str, engine: str) -> tuple[Backend, Engine]:
     be, en = get_backend(backend), get_engine(engine)
     be.check(en)
     return be, en
+
+
+def attach(run_id: str, history: Any = None) -> Topology:
+    """Drive an existing run from this process, on the backend that started it (``fault``,
+    ``status``)."""
+    state = load_state(run_path(run_id))
+    if state.backend == "compose":
+        return ComposeTopology.attach(run_id, history=history)
+    return LocalTopology.attach(run_id, history=history)

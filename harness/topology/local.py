@@ -172,12 +172,17 @@ class LocalTopology(Topology):
         self.links: Links = links if isinstance(links, Links) else DirectLinks()
         self.detached = detached
         self.progress = progress or (lambda msg: None)
-        self.run_as: RunAs = database_user()
+        self.run_as: RunAs = self._server_user()
         self.run_id: str | None = None
         self.path: Path = Path()
         self._run_state: RunState | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._local = threading.RLock()
+
+    @staticmethod
+    def _server_user() -> RunAs:
+        """The OS user the servers run as (PostgreSQL refuses root)."""
+        return database_user()
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -250,10 +255,14 @@ class LocalTopology(Topology):
         except BaseException:
             self.down()
             raise
+        self._announce_up(t0)
+        return self
+
+    def _announce_up(self, t0: float) -> None:
+        """Record that the topology is up: the partner the principal publishes, then ``topology.up``."""
         self._emit("mirroring.partner", node=self.principal.name, partner=self._partner_of_principal())
         self._emit("topology.up", topology=self.topology, seconds=time.monotonic() - t0,
                    nodes=[{k: v for k, v in n.to_dict().items() if k != "dsn"} for n in self.nodes])
-        return self
 
     def _forward_proxy_events(self) -> None:
         """Record the links' connection events into the history (when both exist): the fault proxy's
@@ -357,7 +366,7 @@ class LocalTopology(Topology):
         links = self._state.links
         fault_proxy = {k: v for k, v in dataclasses.asdict(links).items() if k != "proxies"}
         fault_proxy["proxies"] = {n: dataclasses.asdict(names) for n, names in links.proxies.items()}
-        return {"run": self.run_id, "topology": self.topology, "mode": self.mode,
+        return {"run": self.run_id, "backend": self._state.backend, "topology": self.topology, "mode": self.mode,
                 "mirror_readable": self.mirror_readable, "engine": self.engine.name,
                 "version": self._state.version, "fault_proxy": fault_proxy,
                 "nodes": [n.to_dict() for n in self.nodes]}
@@ -533,6 +542,8 @@ class LocalTopology(Topology):
         self._emit("node.start", t=t0, node=name, role=s.role, seconds=time.monotonic() - t0)
 
     def _spawn(self, name: str) -> None:
+        """Write the node's configuration and start its server (a per-server primitive, see below):
+        records its PID and ``running`` in the run state."""
         s = self._node_state(name)
         conf = self._write_conf(name)
         s.pid = self.engine.start_server(Path(s.datadir), conf, self.path / name / "postgres.log", self.run_as,
@@ -579,11 +590,27 @@ class LocalTopology(Topology):
         raise TopologyError(f"standby {standby} is not streaming from {principal} after {timeout:.0f} s "
                             f"(replication state {state}); its log:\n{self.engine.log_tail(log)}")
 
+    # Per-server primitives: the role choreography above and below calls only these (and _spawn)
+    # for process work, so another backend (harness.topology.compose) overrides them and keeps the events.
+    def _make_standby(self, name: str) -> None:
+        """Mark a stopped node's data directory as a standby's."""
+        self.engine.make_standby(Path(self._node_state(name).datadir), self.run_as)
+
+    def _halt(self, name: str, mode: str) -> None:
+        """Stop the running server of ``name`` (``fast``, ``immediate``, ``smart``) and wait until it is gone."""
+        self.engine.stop_server(self._node_state(name).pid, mode)
+
+    def _hard_kill(self, name: str) -> None:
+        """SIGKILL every process of the server of ``name`` and wait until they are gone."""
+        pid = self._node_state(name).pid
+        if not kill_group(pid, timeout=10):
+            raise TopologyError(f"processes of node {name} (pgid {pid}) survived SIGKILL")
+
     def _stop_server(self, name: str, mode: str) -> None:
         s = self._node_state(name)
         t0 = time.monotonic()
         if s.pid and pid_alive(s.pid):
-            self.engine.stop_server(s.pid, mode)
+            self._halt(name, mode)
         s.state, s.pid = STOPPED, None
         self._emit("node.stop", t=t0, node=name, mode=mode, seconds=time.monotonic() - t0)
 
@@ -591,8 +618,7 @@ class LocalTopology(Topology):
         s = self._node_state(name)
         t0 = time.monotonic()
         if s.pid:
-            if not kill_group(s.pid, timeout=10):
-                raise TopologyError(f"processes of node {name} (pgid {s.pid}) survived SIGKILL")
+            self._hard_kill(name)
         s.state, s.pid = KILLED, None
         self._emit("node.kill", t=t0, node=name, seconds=time.monotonic() - t0)
 
@@ -632,9 +658,8 @@ class LocalTopology(Topology):
         self.links.roles_changed(self._state)
         newp = self._node_state(new)
         self.engine.checkpoint(self.socket_dir(new), newp.port)  # pg_rewind reads the control file
-        olds = self._node_state(old)
         self._rewind(old, new)
-        self.engine.make_standby(Path(olds.datadir), self.run_as)
+        self._make_standby(old)
         self._start_locked(old, wait=False)
         for other in self._state.nodes:
             if other.name not in (old, new) and other.state == RUNNING:
@@ -700,7 +725,7 @@ class LocalTopology(Topology):
         s, p = self._node_state(name), self._node_state(principal)
         self.engine.checkpoint(self.socket_dir(principal), p.port)
         self._rewind(name, principal)
-        self.engine.make_standby(Path(s.datadir), self.run_as)
+        self._make_standby(name)
         s.needs_rewind = False
         self._start_locked(name, wait=True)
         if p.exposed:
@@ -730,7 +755,7 @@ class LocalTopology(Topology):
             self._rewind_and_start(name, self._principal_name())
         else:
             if s.role != PRINCIPAL:
-                self.engine.make_standby(Path(s.datadir), self.run_as)
+                self._make_standby(name)
             self._start_locked(name, wait=True)
         return name
 

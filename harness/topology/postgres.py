@@ -84,6 +84,13 @@ def _version_of(bindir: str) -> str:
 # ------------------------------------------------------------------------------------------------
 
 TEMPLATE_LAYOUT_VERSION = "7"
+#: initdb options of every data directory the harness creates (after ``-D DIR``).
+INITDB_ARGS = ("-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1")
+#: Settings that must hold even when a tool starts the server on a data directory with no external
+#: config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control);
+#: wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the last
+#: common checkpoint (with 1 MB segments it otherwise can).
+DATADIR_SETTINGS = "\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n"
 
 
 def template_dir(run_as: RunAs) -> Path:
@@ -113,18 +120,13 @@ def _build_template(final: Path, run_as: RunAs) -> None:
     work.mkdir(mode=0o700)
     run_as.chown(work)
     data = work / "data"
-    res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
-                    "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1"], run_as)
+    res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), *INITDB_ARGS], run_as)
     if res.returncode != 0:
         raise TopologyError(f"initdb failed (exit {res.returncode}): {res.stderr.strip()[-800:]}")
     password = secrets.token_urlsafe(24)
     (data / "pg_hba.conf").write_text(PG_HBA)
-    # Settings that must hold even when a tool starts the server on this directory with no
-    # external config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control).
     with open(data / "postgresql.conf", "a") as conf:
-        # wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the
-        # last common checkpoint (with 1 MB segments it otherwise can).
-        conf.write("\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n")
+        conf.write(DATADIR_SETTINGS)
     sock = work / "sock"
     sock.mkdir()
     run_as.chown(sock, data / "pg_hba.conf")
@@ -505,6 +507,22 @@ class PostgresEngine:
     def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
         """Wait until the server accepts writes (as :func:`wait_writable`)."""
         wait_writable(socket_dir, port, pid, log, timeout=timeout)
+
+    def bootstrap_files(self) -> dict[str, str]:
+        """What a node's container entrypoint (``compose/fh-node.sh``) reads from the node's folder to
+        create, clone or rewind its data directory the way this module does locally: initdb options,
+        pg_hba.conf, the data directory's own settings, the roles/database SQL and the superuser's
+        password file (pg_rewind connects through the fault proxy over TCP, where pg_hba asks for
+        SCRAM). Both logins get this machine's random test password (:attr:`credentials`, remembered
+        for redaction); the caller writes every file private (mode 0600, issue 17)."""
+        password = self.credentials.password
+        literal = "'" + password.replace("'", "''") + "'"
+        bootstrap = (f"CREATE ROLE {APP_USER} LOGIN PASSWORD {literal}\n"
+                     f"ALTER ROLE {SUPERUSER} PASSWORD {literal}\n"
+                     f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}\n")
+        return {"initdb.args": " ".join(INITDB_ARGS) + "\n", "pg_hba.conf": PG_HBA,
+                "datadir.conf": DATADIR_SETTINGS, "bootstrap.sql": bootstrap,
+                "pgpass": f"127.0.0.1:*:*:{SUPERUSER}:{_pgpass_escape(password)}\n"}
 
     @staticmethod
     def config_text(config: NodeConfig) -> str:

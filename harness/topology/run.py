@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.paths import runs_dir
+from harness.paths import harness_home, runs_dir
 from harness.ports import release_port
+from harness.topology.containers import remove_resources
 from harness.topology.process import kill_group, pid_alive, processes_mentioning, signal_pid
 from harness.topology.state import EndpointRecord, ProcessRecord, RunState
 
@@ -126,6 +127,27 @@ def find_reaper(path: Path) -> int | None:
     return next((pid for pid in processes_mentioning(str(path)) if "harness.topology.reaper" in _cmdline(pid)), None)
 
 
+def release_shared_memory(datadir: Path) -> bool:
+    """Remove the System V shared-memory segment a PostgreSQL postmaster of ``datadir`` created (its
+    ``postmaster.pid`` line 7: key and id) when no process is attached any more. A postmaster that
+    was SIGKILLed leaves it; PostgreSQL reclaims it only when a server starts again on that data
+    directory, which never happens once the run's folder is deleted - so without this every killed
+    node of every run leaks one segment until the kernel's SHMMNI (4096) is reached and no server on
+    the machine can start ("could not create shared memory segment: No space left on device", seen
+    here). Returns whether one was removed."""
+    try:
+        line = (datadir / "postmaster.pid").read_text().splitlines()[6].split()
+        key, shmid = int(line[0]), int(line[1])
+        table = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except (OSError, IndexError, ValueError):
+        return False
+    for row in table:
+        fields = row.split()
+        if len(fields) > 6 and fields[:2] == [str(key), str(shmid)] and fields[6] == "0":
+            return subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True).returncode == 0
+    return False
+
+
 def down_run(path: Path) -> list[int]:
     """Stop every process of a run (any state, any owner) and delete its directory. Returns the PIDs
     that had to be killed."""
@@ -149,6 +171,11 @@ def down_run(path: Path) -> list[int]:
         if pid and pid_alive(pid):
             kill_group(proc.get("pgid") or pid, timeout=2)
             signal_pid(pid, 9)
+    for node in state.get("nodes", []):  # a SIGKILLed postmaster leaves its SysV segment behind
+        if node.get("datadir") and state.get("backend", "local") == "local":  # (a container's: its own namespace)
+            release_shared_memory(Path(str(node["datadir"])))
+    if state.get("backend") == "compose" and state.get("run"):  # its containers, volumes, networks
+        remove_resources(run=str(state["run"]))
     # anything else still mentioning this run (children of a crashed run, tools mid-way)
     for pid in processes_mentioning(str(path)):
         killed.append(pid)
@@ -166,6 +193,7 @@ def down_all() -> dict[str, list[int]]:
     for entry in runs_dir().iterdir():  # half-created runs without a state file
         if entry.is_dir():
             result.setdefault(entry.name, down_run(entry))
+    remove_resources(home=str(harness_home()))  # compose resources of runs whose folder is gone
     strays = processes_mentioning(str(runs_dir()) + "/")
     strays = [p for p in strays if "harness.topology.reaper" not in _cmdline(p)]
     for pid in strays:

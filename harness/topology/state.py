@@ -102,6 +102,7 @@ class RunState:
     created: float
     owner_pid: int
     detached: bool = False
+    backend: str = "local"  # where the nodes run: local processes or compose containers
     links: LinksState = field(default_factory=LinksState)
     ports: list[int] = field(default_factory=list)
     processes: list[ProcessRecord] = field(default_factory=list)
