@@ -417,8 +417,10 @@ def wait_signal_ready(datadir: Path, pid: int, timeout: float = 10) -> None:
 def promote(datadir: Path, pid: int, run_as: RunAs) -> None:
     """Ask a standby to promote itself (what ``pg_ctl promote`` does: signal file + SIGUSR1)."""
     signal_file = datadir / "promote"
-    signal_file.write_text("")
-    run_as.chown(signal_file)
+    staged = datadir / "promote.failover-harness"  # owned by the server's user before it can be seen:
+    staged.write_text("")                           # the server may consume the file at once (a
+    run_as.chown(staged)                            # chown after that would find it gone)
+    os.replace(staged, signal_file)
     signal_pid(pid, signal.SIGUSR1)
 
 
