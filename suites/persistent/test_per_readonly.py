@@ -83,6 +83,7 @@ class _Reader:
 
 
 @pytest.mark.rule("PER-9", "PER-10")
+@pytest.mark.engines("postgres")  # the PostgreSQL reference proxy and TrackedSession/OltpWorkload (psycopg)
 @pytest.mark.topology(nodes=3, mode="async", mirror_readable=True)
 def test_per9_per10_readonly_node_removal(group: Group, faults: Faults, history: History, check: Check,
                                           ro_client: Any) -> None:

@@ -19,6 +19,7 @@ from harness.workload.oltp import OltpConfig, OltpWorkload
 
 
 @pytest.mark.rule("PER-1")
+@pytest.mark.engines("postgres")  # the PostgreSQL reference proxy and TrackedSession/OltpWorkload (psycopg)
 @pytest.mark.topology(mode="async")
 def test_per1_connections_kept_across_a_rolling_restart(pair: Pair, faults: Faults, history: History, check: Check,
                                                         per_client: PersistentClient) -> None:
