@@ -10,6 +10,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 public final class JdbcHelper {
     private static final Map<Long, Connection> CONNS = new ConcurrentHashMap<>();
+    private static final Map<Long, Statement> RUNNING = new ConcurrentHashMap<>();
     private static final AtomicLong NEXT = new AtomicLong(1);
     private static final PrintStream OUT = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
 
@@ -85,8 +86,23 @@ public final class JdbcHelper {
                 break;
             }
             case "execute": {
-                try (Statement st = conn(req).createStatement()) {
-                    boolean rs = st.execute(String.valueOf(req.get("sql")));
+                // optional: "params" (a list: a PreparedStatement, ? placeholders), "query_timeout" (s)
+                Connection c = conn(req);
+                Object params = req.get("params");
+                String sql = String.valueOf(req.get("sql"));
+                long key = ((Number) req.get("conn")).longValue();
+                try (Statement st = params instanceof List ? c.prepareStatement(sql) : c.createStatement()) {
+                    if (req.get("query_timeout") instanceof Number) st.setQueryTimeout(((Number) req.get("query_timeout")).intValue());
+                    boolean rs;
+                    RUNNING.put(key, st);
+                    try {
+                        if (params instanceof List) {
+                            PreparedStatement ps = (PreparedStatement) st;
+                            int i = 1;
+                            for (Object v : (List<?>) params) ps.setObject(i++, v);
+                            rs = ps.execute();
+                        } else rs = st.execute(sql);
+                    } finally { RUNNING.remove(key, st); }
                     List<Object> rows = new ArrayList<>();
                     if (rs) try (ResultSet r = st.getResultSet()) {
                         int n = r.getMetaData().getColumnCount();
@@ -99,6 +115,12 @@ public final class JdbcHelper {
                     out.put("rows", rows);
                     out.put("update_count", rs ? -1 : st.getUpdateCount());
                 }
+                break;
+            }
+            case "cancel": {  // interrupt the statement running on "conn" (Statement.cancel), if any
+                Statement st = RUNNING.get(((Number) req.get("conn")).longValue());
+                out.put("cancelled", st != null);
+                if (st != null) st.cancel();
                 break;
             }
             case "autocommit": conn(req).setAutoCommit(Boolean.TRUE.equals(req.get("value"))); break;
