@@ -98,7 +98,7 @@ class Sysbench:
 
     def __init__(self, address: tuple[str, int], user: str, password: str, database: str, *, tables: int = 20,
                  table_size: int = 10_000, workdir: Path | None = None, driver: str = "mysql",
-                 ps_mode: str = "auto") -> None:
+                 ps_mode: str = "auto", options: tuple[str, ...] = ()) -> None:
         if driver not in DRIVERS.values():
             raise ConfigError(f"sysbench driver {driver!r} unknown; use one of {sorted(DRIVERS.values())}")
         self.address = address
@@ -108,6 +108,7 @@ class Sysbench:
         self.table_size = table_size
         self.driver = driver
         self.ps_mode = ps_mode
+        self.options = options  # further oltp_read_write options, e.g. ("--delete_inserts=0",)
         self._dir = Path(tempfile.mkdtemp(prefix="fh-sysbench-", dir=workdir))
         self._config = write_private_file(self._dir / "sysbench.cfg", f"{driver}-password={password}\n")
 
@@ -117,7 +118,7 @@ class Sysbench:
         return [sysbench_binary(), "oltp_read_write", f"--db-driver={d}", f"--{d}-host={host}",
                 f"--{d}-port={port}", f"--{d}-user={self.user}", f"--{d}-db={self.database}",
                 f"--config-file={self._config}", f"--tables={self.tables}", f"--table-size={self.table_size}",
-                f"--db-ps-mode={self.ps_mode}", f"--threads={threads}", *extra, command]
+                f"--db-ps-mode={self.ps_mode}", *self.options, f"--threads={threads}", *extra, command]
 
     def prepare(self, threads: int = 4, timeout: float = 600) -> None:
         """Create and fill the tables (HarnessError with sysbench's output when it fails)."""

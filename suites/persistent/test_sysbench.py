@@ -23,6 +23,12 @@ from harness.workload.sysbench import Sysbench, driver_for
 
 THREADS = 20
 SWITCHOVERS = 5
+# With the full oltp_read_write mix PostgreSQL showed 9 "ignored errors" in 4,400 transactions (errors
+# sysbench's pgsql driver retries itself: 40P01 / 23505 / 40001), at run seconds 2-37, also before the
+# first switchover and after the last - the workload's own contention, most likely READ COMMITTED's
+# duplicate key (23505) when two threads DELETE + INSERT one id (SQLSTATEs not captured). The
+# delete/insert pair is left out on PostgreSQL so that "0 errors" stays the strict assertion.
+ENGINE_OPTIONS = {"postgres": ("--delete_inserts=0",)}
 
 
 @pytest.mark.slow
@@ -34,15 +40,17 @@ def test_sysbench_20_threads_all_connections_kept_across_five_switchovers(
     five switchovers of a MariaDB or PostgreSQL group: 100 % of the connections kept, 0 sysbench errors."""
     creds = group.engine.credentials
     driver = driver_for(group.engine.name)
+    options = ENGINE_OPTIONS.get(group.engine.name, ())
     factory = resolve_client(client_spec, "persistent").factory
     client = open_client(factory, pair=group, history=history, drain_window=10.0, recovery_window=20.0)
     stop = faults.coordinate(client) if client.coordinates else None
     try:
         with Sysbench(group.principal.client_address, creds.user, creds.password, creds.database,
-                      driver=driver) as bench:
+                      driver=driver, options=options) as bench:
             bench.prepare(threads=4)
             assert client.address is not None
-            through = Sysbench(client.address, creds.user, creds.password, creds.database, driver=driver)
+            through = Sysbench(client.address, creds.user, creds.password, creds.database, driver=driver,
+                               options=options)
             # room for every switchover while all threads run, even on a loaded machine (≈4.5 s each)
             proc = through.start(seconds=10 + 6 * SWITCHOVERS, threads=THREADS)
             try:
