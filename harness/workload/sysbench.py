@@ -127,6 +127,10 @@ class Sysbench:
             raise HarnessError(f"sysbench prepare failed (exit {res.returncode}): "
                                f"{redact((res.stderr or res.stdout).strip()[-800:])}")
 
+    def cleanup(self, threads: int = 4, timeout: float = 600) -> None:
+        """Drop the tables (``cleanup``; missing tables are no error)."""
+        subprocess.run(self._argv("cleanup", threads, []), capture_output=True, text=True, timeout=timeout)
+
     def start(self, seconds: float, threads: int = 20, report_interval: int = 1) -> subprocess.Popen:
         """Start ``sysbench run`` in the background (:meth:`finish` waits for it)."""
         return subprocess.Popen(self._argv("run", threads, [f"--time={int(seconds)}",
