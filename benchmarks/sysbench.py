@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.topology import Pair  # noqa: E402
+from harness.workload.sysbench import Sysbench  # noqa: E402
 
 TARGET_TPS_RATIO = 0.8
 TARGET_P95_RATIO = 1.25
@@ -64,62 +64,47 @@ def _clients() -> list[tuple[str, Any]]:
     return out
 
 
-def _args(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str) -> list[str]:
-    return ["oltp_read_write", "--db-driver=pgsql", f"--pgsql-host={address[0]}", f"--pgsql-port={address[1]}",
-            f"--pgsql-user={creds.user}", f"--pgsql-db={creds.database}", f"--tables={opts.tables}",
-            f"--table-size={opts.table_size}", f"--db-ps-mode={ps_mode}"]
-
-
-def _env(creds: Any) -> dict[str, str]:
-    # the password reaches sysbench through libpq's password file, never its command line (issue 17)
-    return {**os.environ, "PGPASSFILE": creds.passfile}
-
-
-def _parse(out: str) -> dict[str, Any]:
-    def num(pattern: str) -> float:
-        m = re.search(pattern, out)
-        return float(m.group(1)) if m else float("nan")
-
-    intervals = [float(x) for x in re.findall(r"\] thds: \d+ tps: ([0-9.]+)", out)]
-    return {"tps": num(r"transactions:\s+\d+\s+\(([0-9.]+) per sec"),
-            "p95": num(r"95th percentile:\s+([0-9.]+)"),
-            "ignored": int(num(r"ignored errors:\s+(\d+)") if "ignored errors" in out else 0),
-            "reconnects": int(num(r"reconnects:\s+(\d+)") if "reconnects:" in out else 0),
-            "min_interval_tps": min(intervals) if intervals else float("nan")}
+def _bench(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str) -> Sysbench:
+    # harness.workload.sysbench: pgsql driver, the password in a 0600 option file (issue 17)
+    return Sysbench(address, creds.user, creds.password, creds.database, tables=opts.tables,
+                    table_size=opts.table_size, driver="pgsql", ps_mode=ps_mode)
 
 
 def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str,
          during: Any = None) -> dict[str, Any]:
-    cmd = [SYSBENCH, *_args(address, creds, opts, ps_mode), f"--threads={opts.threads}",
-           f"--time={opts.seconds:g}", "--report-interval=1", "--percentile=95", "run"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(creds))
-    marks: list[tuple[float, float]] = []
-    worker = None
-    if during is not None:
-        worker = threading.Thread(target=lambda: marks.extend(during()), daemon=True)
-        worker.start()
-    out, _ = proc.communicate(timeout=opts.seconds + 120)
-    if worker is not None:
-        worker.join(120)
-    result = _parse(out)
-    result["finished"] = proc.returncode == 0
+    nan = float("nan")
+    with _bench(address, creds, opts, ps_mode) as bench:
+        proc = bench.start(opts.seconds, threads=opts.threads)
+        marks: list[tuple[float, float]] = []
+        worker = None
+        if during is not None:
+            worker = threading.Thread(target=lambda: marks.extend(during()), daemon=True)
+            worker.start()
+        r = bench.finish(proc, timeout=opts.seconds + 120)
+        if worker is not None:
+            worker.join(120)
+    out = r.output
+    summary = "transactions:" in out
+    result: dict[str, Any] = {"tps": r.tps if summary else nan, "p95": r.p95_ms if "95th percentile" in out else nan,
+                              "ignored": r.errors if r.exit_code == 0 else 0, "reconnects": r.reconnects,
+                              "min_interval_tps": r.min_interval_tps if r.intervals else nan}
+    result["finished"] = r.exit_code == 0
     result["switchovers"] = len(marks)
-    if proc.returncode != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
+    if r.exit_code != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
         lines = [line.strip() for line in out.splitlines() if not line.startswith("[")]
         fatal = [line for line in lines if line.startswith("FATAL:") and "thread_run" not in line] or \
                 [line for line in lines if "FATAL" in line or "error" in line.lower()] or lines[-1:] or ["?"]
         result["error"] = fatal[0][:140]
-        intervals = [float(x) for x in re.findall(r"\] thds: \d+ tps: ([0-9.]+)", out)]
-        if result["tps"] != result["tps"] and intervals:  # no summary: the mean of the reports until it stopped
-            result["tps"] = sum(intervals) / len(intervals)
+        if not summary and r.intervals:  # no summary: the mean of the reports until it stopped
+            result["tps"] = sum(i["tps"] for i in r.intervals) / len(r.intervals)
     return result
 
 
 def _prepare(address: tuple[str, int], creds: Any, opts: argparse.Namespace) -> float:
     t0 = time.monotonic()
-    for verb in ("cleanup", "prepare"):
-        subprocess.run([SYSBENCH, *_args(address, creds, opts, "auto"), f"--threads={min(opts.tables, 4)}", verb],
-                       check=verb == "prepare", capture_output=True, text=True, env=_env(creds), timeout=600)
+    with _bench(address, creds, opts, "auto") as bench:
+        bench.cleanup(threads=min(opts.tables, 4))
+        bench.prepare(threads=min(opts.tables, 4))
     return time.monotonic() - t0
 
 

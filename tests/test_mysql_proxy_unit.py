@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from pathlib import Path
 
 import pymysql
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.errors import ConfigError
 from harness.history.core import History
 from harness.persistproxy.mysql import wire
 from harness.persistproxy.mysql.backend import Column, literal
@@ -20,7 +22,7 @@ from harness.persistproxy.mysql.state import SessionState, Statement
 from harness.rules.sessions_kept import check_every_session_kept
 from harness.topology.mariadb import is_contained, parse_gtid_pos, parse_gtid_state, server_id
 from harness.workload.mysql import outcome_of, parse_dsn
-from harness.workload.sysbench import parse_output
+from harness.workload.sysbench import Sysbench, driver_for, parse_output
 
 
 @given(st.integers(min_value=0, max_value=2**64 - 1))
@@ -164,6 +166,22 @@ def test_sysbench_output_is_parsed() -> None:
     assert len(r.intervals) == 2 and r.min_interval_tps == 12.0
     bad = parse_output("FATAL: mysql_stmt_execute() returned error 1927\nFATAL: Thread failed\n", 1)
     assert bad.errors == 2 and bad.exit_code == 1
+
+
+def test_sysbench_pgsql_driver_argv_keeps_the_password_in_its_option_file(tmp_path: Path) -> None:
+    """PER-1 on PostgreSQL: the pgsql driver's options; the password only in the 0600 option file."""
+    assert driver_for("postgres") == "pgsql" and driver_for("mariadb") == "mysql"
+    with pytest.raises(ConfigError):
+        driver_for("oracle")
+    with pytest.raises(ConfigError):
+        Sysbench(("127.0.0.1", 1), "u", "pw", "db", driver="odbc", workdir=tmp_path)
+    with Sysbench(("127.0.0.1", 5432), "app", "s3cret-pw", "appdb", driver="pgsql", workdir=tmp_path,
+                  options=("--delete_inserts=0",)) as bench:
+        argv = bench._argv("run", 20, [])
+        cfg = Path(next(a for a in argv if a.startswith("--config-file=")).split("=", 1)[1])
+        assert "--db-driver=pgsql" in argv and "--pgsql-port=5432" in argv and "--delete_inserts=0" in argv
+        assert not any("s3cret-pw" in a for a in argv)
+        assert cfg.read_text() == "pgsql-password=s3cret-pw\n" and cfg.stat().st_mode & 0o777 == 0o600
 
 
 def _kept_history(threads: int = 3, switchovers: int = 5, *, kept: int | None = None, late_open: bool = False,

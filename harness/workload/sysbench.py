@@ -1,7 +1,8 @@
 """sysbench 1.0.20 (Debian) as a real client (issue 13; the seed's PER-1 measurement: ``oltp_read_write``,
-20 tables x 10,000 rows, 20 threads): ``prepare`` / ``run`` against an address, with the password in
-a 0600 option file (never on a command line), and the figures parsed from its output - transactions,
-tps, p95 latency, errors, reconnects and the per-second report (the stall around a switchover)."""
+20 tables x 10,000 rows, 20 threads): ``prepare`` / ``run`` against an address with its ``mysql``
+(MariaDB) or ``pgsql`` (PostgreSQL) driver, with the password in a 0600 option file (never on a
+command line), and the figures parsed from its output - transactions, tps, p95 latency, errors,
+reconnects and the per-second report (the stall around a switchover)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, MissingDependencyError
+from harness.errors import ConfigError, HarnessError, MissingDependencyError
 from harness.secrets import redact, write_private_file
 
 _INTERVAL = re.compile(r"^\[ *(\d+)s \] thds: (\d+) tps: ([\d.]+) qps: ([\d.]+).*?lat \(ms,95%\): ([\d.]+) "
@@ -42,7 +43,8 @@ class SysbenchResult:
         """JSON shape (history, benchmarks)."""
         return {"exit_code": self.exit_code, "transactions": self.transactions, "tps": self.tps,
                 "p95_ms": self.p95_ms, "errors": self.errors, "reconnects": self.reconnects,
-                "min_interval_tps": self.min_interval_tps, "intervals": len(self.intervals)}
+                "min_interval_tps": self.min_interval_tps, "intervals": len(self.intervals),
+                "error_seconds": [i["t"] for i in self.intervals if i["err_s"] > 0]}
 
 
 def sysbench_binary() -> str:
@@ -78,25 +80,45 @@ def parse_output(text: str, exit_code: int) -> SysbenchResult:
     return r
 
 
+DRIVERS = {"mariadb": "mysql", "postgres": "pgsql"}  # --engine value -> sysbench --db-driver
+
+
+def driver_for(engine: str) -> str:
+    """sysbench's ``--db-driver`` for an ``--engine`` value (PER-1's client on either engine);
+    ConfigError naming the engines it knows otherwise."""
+    try:
+        return DRIVERS[engine]
+    except KeyError:
+        raise ConfigError(f"sysbench has no driver for engine {engine!r}; use one of {sorted(DRIVERS)}") from None
+
+
 class Sysbench:
-    """``oltp_read_write`` with the mysql driver against ``address`` as ``user`` (tables x rows)."""
+    """``oltp_read_write`` with the ``mysql`` or ``pgsql`` driver against ``address`` as ``user``
+    (tables x rows; ``ps_mode`` is ``--db-ps-mode``: ``auto`` = server-side prepared statements)."""
 
     def __init__(self, address: tuple[str, int], user: str, password: str, database: str, *, tables: int = 20,
-                 table_size: int = 10_000, workdir: Path | None = None) -> None:
+                 table_size: int = 10_000, workdir: Path | None = None, driver: str = "mysql",
+                 ps_mode: str = "auto", options: tuple[str, ...] = ()) -> None:
+        if driver not in DRIVERS.values():
+            raise ConfigError(f"sysbench driver {driver!r} unknown; use one of {sorted(DRIVERS.values())}")
         self.address = address
         self.user = user
         self.database = database
         self.tables = tables
         self.table_size = table_size
+        self.driver = driver
+        self.ps_mode = ps_mode
+        self.options = options  # further oltp_read_write options, e.g. ("--delete_inserts=0",)
         self._dir = Path(tempfile.mkdtemp(prefix="fh-sysbench-", dir=workdir))
-        self._config = write_private_file(self._dir / "sysbench.cfg", f"mysql-password={password}\n")
+        self._config = write_private_file(self._dir / "sysbench.cfg", f"{driver}-password={password}\n")
 
     def _argv(self, command: str, threads: int, extra: list[str]) -> list[str]:
         host, port = self.address
-        return [sysbench_binary(), "oltp_read_write", "--db-driver=mysql", f"--mysql-host={host}",
-                f"--mysql-port={port}", f"--mysql-user={self.user}", f"--mysql-db={self.database}",
+        d = self.driver
+        return [sysbench_binary(), "oltp_read_write", f"--db-driver={d}", f"--{d}-host={host}",
+                f"--{d}-port={port}", f"--{d}-user={self.user}", f"--{d}-db={self.database}",
                 f"--config-file={self._config}", f"--tables={self.tables}", f"--table-size={self.table_size}",
-                f"--threads={threads}", *extra, command]
+                f"--db-ps-mode={self.ps_mode}", *self.options, f"--threads={threads}", *extra, command]
 
     def prepare(self, threads: int = 4, timeout: float = 600) -> None:
         """Create and fill the tables (HarnessError with sysbench's output when it fails)."""
@@ -104,6 +126,10 @@ class Sysbench:
         if res.returncode != 0:
             raise HarnessError(f"sysbench prepare failed (exit {res.returncode}): "
                                f"{redact((res.stderr or res.stdout).strip()[-800:])}")
+
+    def cleanup(self, threads: int = 4, timeout: float = 600) -> None:
+        """Drop the tables (``cleanup``; missing tables are no error)."""
+        subprocess.run(self._argv("cleanup", threads, []), capture_output=True, text=True, timeout=timeout)
 
     def start(self, seconds: float, threads: int = 20, report_interval: int = 1) -> subprocess.Popen:
         """Start ``sysbench run`` in the background (:meth:`finish` waits for it)."""
