@@ -40,6 +40,10 @@ def test_a_server_difference_is_told_from_a_flake_and_unknown_agrees_with_either
     assert never_alike({"t": [bad, ok]}, {"t": [ok]}) == {}
     assert never_alike({"t": [ok]}, {}) == {"t": ([ok], [])}
     assert alike(ok, unobserved) and not alike(bad, unobserved)
+    failed_unobserved = ("failed", [("MIR-5", "unknown")])  # VerdictUnknown fails the test, says nothing
+    assert alike(ok, failed_unobserved) and alike(failed_unobserved, ok)
+    violated_and_unobserved = ("failed", [("MIR-5", False), ("MIR-7", "unknown")])
+    assert not alike(violated_and_unobserved, ("passed", [("MIR-5", True), ("MIR-7", True)]))
     assert not alike(ok, ("passed", [("MIR-5", True), ("MIR-7", True)]))
 
 
