@@ -77,6 +77,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--recovery-window", type=float, default=60.0,
                    help="PER-3 recovery window, s (default 60)")
     p.add_argument("--probe-database", default="postgres", help="database for principal probes")
+    p.add_argument("--workers", default="1", metavar="N",
+                   help="worker processes on the same listen address (default 1; 'auto' = one per core): a "
+                   "supervisor runs N proxies, routes CancelRequests to the worker that owns the key and fans "
+                   "the admin API out to every worker")
+    p.add_argument("--listen-mode", choices=["shared", "reuseport"], default="shared",
+                   help="with --workers > 1: the workers accept from one shared socket (default) or each from "
+                   "its own SO_REUSEPORT socket on the same port")
     p.set_defaults(func=run)
 
 
@@ -135,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
     path, serve until SIGINT/SIGTERM (PER-1..PER-8; issue 17 for the admin API's protection)."""
     from harness.persistproxy import AdminServer, PersistentProxy, ProxyConfig
     from harness.persistproxy.admin import is_loopback
+    from harness.persistproxy.workers import Supervisor, SupervisorAdmin, worker_count
+
+    workers = worker_count(args.workers)
 
     listen = _address(args.listen, "--listen")
     run_backend = None
@@ -172,17 +182,34 @@ def run(args: argparse.Namespace) -> int:
     if admin and token_file is None:
         token_file = _private_dir() / f"admin-{os.getpid()}.token"
 
-    async def main() -> None:
-        proxy = PersistentProxy(config)
+    supervisor: Supervisor | None = None
+    if workers > 1:  # issue 15: the workers are forked before any event loop runs here
+        supervisor = Supervisor(config, workers, listen_mode=args.listen_mode)
         try:
-            address = await proxy.start()
+            supervisor.start()
         except OSError as exc:
             raise ConfigError(f"cannot listen on {args.listen}: {exc}") from exc
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        proxy = PersistentProxy(config) if supervisor is None else None
+        if proxy is not None:
+            try:
+                address = await proxy.start()
+            except OSError as exc:
+                raise ConfigError(f"cannot listen on {args.listen}: {exc}") from exc
+        else:
+            assert supervisor is not None and supervisor.address is not None
+            address = supervisor.address
         admin_server = None
-        info: dict[str, Any] = {"listen": f"{address[0]}:{address[1]}", "admin": None, "token_file": None}
+        info: dict[str, Any] = {"listen": f"{address[0]}:{address[1]}", "admin": None, "token_file": None,
+                                "workers": workers}
         try:
             if admin and token_file is not None:
-                admin_server = AdminServer(proxy, *admin, allow_remote=args.admin_allow_remote)
+                if supervisor is not None:
+                    admin_server = SupervisorAdmin(supervisor, *admin, allow_remote=args.admin_allow_remote)
+                else:
+                    admin_server = AdminServer(proxy, *admin, allow_remote=args.admin_allow_remote)
                 _write_token(token_file, admin_server.token)
                 written.append(token_file)
                 try:
@@ -202,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
                 name = args.name or f"reference-{address[1]}"
                 record = EndpointRecord(name=name, kind="reference", listen=info["listen"] or "",
                                         dsn=run_backend.dsn(address), pid=os.getpid(), admin=info["admin"],
-                                        token_file=info["token_file"], backend=args.via)
+                                        token_file=info["token_file"], backend=args.via, workers=workers)
                 run_backend.attach(record)
                 attached.append(record)
                 info.update({"run": args.run, "name": name, "backend": args.via, "dsn": record.dsn})
@@ -210,15 +237,31 @@ def run(args: argparse.Namespace) -> int:
             else:
                 where = "candidates " + ", ".join(f"{h}:{p}" for h, p in backends)
             print(json.dumps(info), flush=True)
-            print(f"persistent-proxy: listening on {info['listen']} ({loop_kind()} loop); back end: {where}",
+            many = f", {workers} worker processes ({args.listen_mode} socket)" if supervisor is not None else ""
+            print(f"persistent-proxy: listening on {info['listen']} ({loop_kind()} loop{many}); back end: {where}",
                   file=sys.stderr, flush=True)
-            await stop.wait()
+            if supervisor is None:
+                await stop.wait()
+            else:  # a worker that dies ends the proxy with an error (its sessions are gone)
+                stopped = asyncio.ensure_future(stop.wait())
+                died = asyncio.ensure_future(supervisor.wait_death())
+                await asyncio.wait([stopped, died], return_when=asyncio.FIRST_COMPLETED)
+                if died.done():
+                    w = died.result()
+                    outcome["died"] = (f"persistent-proxy: worker {w.index} (pid {w.pid}) {w.exit}: stopping "
+                                       "the other workers (the sessions it served are lost)")
+                    print(outcome["died"], file=sys.stderr, flush=True)
+                for task in (stopped, died):
+                    task.cancel()
         finally:
             for record in attached:
                 run_backend.detach(record)  # type: ignore[union-attr]
             if admin_server is not None:
                 await admin_server.stop()
-            await proxy.stop()
+            if proxy is not None:
+                await proxy.stop()
+            if supervisor is not None:
+                await supervisor.stop()
 
     written: list[Path] = []
     attached: list[Any] = []
@@ -228,8 +271,13 @@ def run(args: argparse.Namespace) -> int:
         with asyncio.Runner(loop_factory=new_loop) as runner:  # uvloop when installed
             runner.run(main())
     finally:
+        if supervisor is not None:
+            supervisor.stop_sync()  # idempotent: no worker outlives the supervisor
         for path in written:
             with contextlib.suppress(OSError):
                 path.unlink()
+    if outcome.get("died"):
+        print("persistent-proxy stopped after a worker died", file=sys.stderr)
+        return 1
     print("persistent-proxy stopped", file=sys.stderr)
     return 0

@@ -169,9 +169,13 @@ class AdminServer:
         self._runner: web.AppRunner | None = None
         self.address: Address | None = None
 
+    def app(self) -> web.Application:
+        """The application served (:func:`build_app` of this proxy)."""
+        return build_app(self.proxy, self.token)
+
     async def start(self) -> Address:
         """Start serving; returns the bound address."""
-        self._runner = web.AppRunner(build_app(self.proxy, self.token), access_log=None)
+        self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -112,6 +112,14 @@ class ProxyConfig:
     readonly_resolver: Callable[[], Any] | None = None  # PER-9: the read-only nodes' addresses now
     endpoints: Sequence[tuple[str, Address]] = ()  # PER-10: extra listeners (kind, address)
     removal_window: float = 60.0  # PER-9: how long a query running on a removed node may take
+    # issue 15, a process per core (harness.persistproxy.workers): this proxy is worker ``worker`` of
+    # ``workers``; ``sockets`` are listening sockets made by the supervisor (listen, then one per
+    # endpoint) used instead of binding; ``cancel_forward(owner, pid, secret)`` hands a CancelRequest
+    # whose key another worker issued to that worker.
+    worker: int = 0
+    workers: int = 1
+    sockets: Sequence[Any] = ()
+    cancel_forward: Callable[[int, int, int], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.front_auth not in ("scram", "password", "trust"):
@@ -127,6 +135,10 @@ class ProxyConfig:
                 raise ConfigError(f"endpoint kind must be one of {', '.join(READONLY_ENDPOINTS)}, not {kind!r}")
         if self.endpoints and self.readonly_resolver is None:
             raise ConfigError("read-only endpoints need a readonly_resolver (the read-only nodes' addresses)")
+        if not 0 <= self.worker < self.workers:
+            raise ConfigError(f"worker must be from 0 to workers - 1 ({self.workers - 1}), not {self.worker}")
+        if self.sockets and len(self.sockets) != 1 + len(self.endpoints):
+            raise ConfigError("sockets must hold one listening socket for listen and one per endpoint")
         if self.front_users is None:
             self.front_users = {self.user: self.password or ""}
 
@@ -153,7 +165,7 @@ class Session:
         self.back_task: asyncio.Task[None] | None = None
         self.task: asyncio.Task[Any] | None = None
         self.back_lock = asyncio.Lock()
-        self.key = (secrets.randbits(31), secrets.randbits(31))
+        self.key = proxy.new_cancel_key()
         self.user = ""
         self.database = ""
         self.closed = False
@@ -671,7 +683,7 @@ class PersistentProxy:
         self.config = config
         self._server: asyncio.AbstractServer | None = None
         self.sessions: dict[int, Session] = {}
-        self._next_id = 1
+        self._next_id = config.worker + 1  # session IDs unique across the workers of a supervisor
         self._holding = False
         self._gate: asyncio.Event | None = None
         self._drained_at: float | None = None
@@ -694,11 +706,15 @@ class PersistentProxy:
         self._gate = asyncio.Event()
         self._gate.set()
         self._lock = asyncio.Lock()
-        self._server = await asyncio.start_server(self._accept, *self.config.listen, backlog=512)
+        socks = list(self.config.sockets)
+        where: dict[str, Any] = {"sock": socks[0]} if socks else {"host": self.config.listen[0],
+                                                                 "port": self.config.listen[1]}
+        self._server = await asyncio.start_server(self._accept, **where, backlog=512)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
-        for kind, listen in self.config.endpoints:
-            server = await asyncio.start_server(functools.partial(self._accept, endpoint=kind), *listen, backlog=512)
+        for i, (kind, listen) in enumerate(self.config.endpoints):
+            where = {"sock": socks[1 + i]} if socks else {"host": listen[0], "port": listen[1]}
+            server = await asyncio.start_server(functools.partial(self._accept, endpoint=kind), **where, backlog=512)
             self._extra_servers.append(server)
             bound = server.sockets[0].getsockname()
             self.endpoint_addresses.append((kind, (bound[0], bound[1])))
@@ -724,7 +740,7 @@ class PersistentProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       endpoint: str = CLUSTER) -> None:
         sid = self._next_id
-        self._next_id += 1
+        self._next_id += self.config.workers
         session = Session(self, sid, reader, writer, endpoint)
         self.sessions[sid] = session
         self.counters["sessions"] += 1
@@ -891,7 +907,19 @@ class PersistentProxy:
         if session.closed:
             raise SessionClosed()
 
+    def new_cancel_key(self) -> tuple[int, int]:
+        """The BackendKeyData ``(pid, secret)`` handed to a new session: random, with
+        ``pid % workers == worker`` so that any worker can route a CancelRequest to its owner."""
+        n = self.config.workers
+        return secrets.randbelow((1 << 31) // n) * n + self.config.worker, secrets.randbits(31)
+
     async def _cancel(self, pid: int, secret: int) -> None:
+        cfg = self.config
+        if cfg.workers > 1 and pid % cfg.workers != cfg.worker and cfg.cancel_forward is not None:
+            result = cfg.cancel_forward(pid % cfg.workers, pid, secret)  # another worker's session
+            if inspect.isawaitable(result):
+                await result
+            return
         for s in list(self.sessions.values()):
             if s.key == (pid, secret) and s.back is not None:
                 self.counters["cancels"] += 1

@@ -82,11 +82,12 @@ class EndpointRecord:
     dir: str | None = None
     mode: str | None = None
     backend: str = "server"
+    workers: int = 1  # worker processes of a reference proxy (``--workers``; pid is the supervisor's)
 
     def public(self) -> dict[str, Any]:
         """The form ``status --json`` prints (no token, no password: issue 17)."""
         return {"name": self.name, "kind": self.kind, "listen": self.listen, "admin": self.admin,
-                "dsn": self.dsn, "backend": self.backend, "pid": self.pid}
+                "dsn": self.dsn, "backend": self.backend, "pid": self.pid, "workers": self.workers}
 
 
 @dataclass
