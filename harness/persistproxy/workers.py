@@ -287,6 +287,18 @@ class Supervisor:
 
 
 # ---------------------------------------------------------------------- the worker process
+class WorkerProxy(PersistentProxy):
+    """A worker's proxy: its status also names the worker and counts the CancelRequests it
+    received for another worker's session and sent on (``counters.cancels_forwarded``)."""
+
+    def status(self) -> dict[str, Any]:
+        """:meth:`PersistentProxy.status` with ``worker`` and ``counters.cancels_forwarded``."""
+        out = super().status()
+        out["worker"] = self.config.worker
+        out["counters"]["cancels_forwarded"] = self.counters["cancels_forwarded"]
+        return out
+
+
 def _worker_main(index: int, sup: Supervisor, socks: list[socket.socket], cancel_sock: socket.socket,
                  cancel_addrs: list[Address], life_fd: int, ready_fd: int) -> int:
     """Serve one worker until SIGTERM/SIGINT or the supervisor's death; 0 on a clean stop."""
@@ -296,12 +308,13 @@ def _worker_main(index: int, sup: Supervisor, socks: list[socket.socket], cancel
     asyncio.set_event_loop(loop)
 
     async def forward(owner: int, pid: int, secret: int) -> None:
+        proxy.counters["cancels_forwarded"] += 1
         await send_cancel(cancel_addrs[owner], pid, secret)
 
     config = replace(sup.config, worker=index, workers=sup.n, sockets=tuple(socks), cancel_forward=forward)
+    proxy = WorkerProxy(config)
 
     async def main() -> None:
-        proxy = PersistentProxy(config)
         await proxy.start()
 
         async def on_cancel(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -371,8 +384,10 @@ def combine_status(sup: Supervisor, replies: list[dict[str, Any]]) -> dict[str, 
     out["listen"] = f"{sup.address[0]}:{sup.address[1]}"
     out["workers"] = sup.n
     out["listen_mode"] = sup.listen_mode
+    out.pop("worker", None)
     out["worker_processes"] = [{"worker": w.index, "pid": w.pid, "sessions": len(r.get("sessions", [])),
-                                "cancels": r.get("counters", {}).get("cancels", 0)}
+                                "cancels": r.get("counters", {}).get("cancels", 0),
+                                "cancels_forwarded": r.get("counters", {}).get("cancels_forwarded", 0)}
                                for w, r in zip(sup.workers, replies, strict=True)]
     return out
 
