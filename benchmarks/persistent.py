@@ -1,6 +1,7 @@
 """PER profile clients side by side: steady OLTP throughput and client-visible stall per switchover,
-through the reference persistent proxy, PgBouncer 1.18 (transaction and session pooling) and direct
-psycopg, in the same run on the same pair.
+through the reference persistent proxy (``reference``: in this process, one worker; ``reference-Nw``:
+the CLI's ``persistent-proxy --workers N`` in a subprocess, one worker process per core), PgBouncer
+1.18 (transaction and session pooling) and direct psycopg, in the same run on the same pair.
 
 Run: ``python benchmarks/persistent.py`` (≈80-120 s; ``--seconds``, ``--switchovers``, ``--scale`` change it).
 
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent import reference_client as reference  # noqa: E402
+from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
@@ -117,6 +119,13 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def main() -> int:
     """Measure and print the table, the ratios and whether the targets are met."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -127,7 +136,8 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="table scale (1.0 = 20 x 10,000 rows)")
     ap.add_argument("--mode", choices=["sync", "async"], default="async")
     args = ap.parse_args()
-    clients: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", reference)]
+    clients: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", reference),
+                                      (f"reference-{os.cpu_count() or 1}w", reference_workers)]
     if shutil.which("pgbouncer"):
         clients += [("pgbouncer-transaction", adapters.pgbouncer_transaction),
                     ("pgbouncer-session", adapters.pgbouncer_session)]
@@ -136,13 +146,15 @@ def main() -> int:
     cfg = OltpConfig(scale=args.scale)
     ctx = mp.get_context("spawn")
     started = time.monotonic()
+    load_start = _loadavg()
     rows: dict[str, dict[str, Any]] = {}
     with Pair(mode=args.mode, links="direct") as pair:
         load_tables(pair.principal.dsn(), cfg.n_tables, cfg.n_rows)
         faults = Faults(pair)
-        running = {name: adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
-                   for name, factory in clients}
+        running: dict[str, Any] = {}
         try:
+            for name, factory in clients:
+                running[name] = adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
             # throughput: the clients take turns, round after round, so that the machine's load (other
             # programs on a shared machine) weighs on each alike; the ratio is the median per round
             per_round: dict[str, list[float]] = {name: [] for name in running}
@@ -185,7 +197,8 @@ def main() -> int:
     print(f"\nPER clients: OLTP throughput ({args.sessions} sessions, {args.seconds:g} s each, {args.rounds} rounds "
           f"taking turns; median) and stall per "
           f"switchover (20 sessions, {args.switchovers} switchovers each); {os.cpu_count()} cores, "
-          f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair, no fault proxy")
+          f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair, no fault proxy; load average 1/5/15 min "
+          f"{load_start} at the start, {_loadavg()} at the end")
     print(f"{'client':<22}{'ops/s':>9}{'x direct':>10}{'stall p50':>11}{'stall p99':>11}{'no-recovery':>13}"
           f"{'errors':>8}{'switchover':>12}")
     for name, r in rows.items():
@@ -193,12 +206,13 @@ def main() -> int:
               f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s")
     print("no-recovery = session x switchover pairs with no successful operation within 1.5 s after the switchover "
           "(their stall is counted up to that point); errors = failed operations in the stall phase")
-    ref = rows["reference"]
-    ratio = ref["ratio"]
-    print(f"\nreference: stall p99 {ref['stall_p99']:.2f} s (target <= {TARGET_STALL_P99} s: "
-          f"{'met' if ref['stall_p99'] <= TARGET_STALL_P99 and ref['censored'] == 0 else 'NOT met'}); "
-          f"throughput {ratio:.2f}x direct (target >= {TARGET_THROUGHPUT_RATIO}x: "
-          f"{'met' if ratio >= TARGET_THROUGHPUT_RATIO else 'NOT met'})")
+    for name in [n for n in rows if n.startswith("reference")]:
+        ref = rows[name]
+        ratio = ref["ratio"]
+        print(f"{name}: stall p99 {ref['stall_p99']:.2f} s (target <= {TARGET_STALL_P99} s: "
+              f"{'met' if ref['stall_p99'] <= TARGET_STALL_P99 and ref['censored'] == 0 else 'NOT met'}); "
+              f"throughput {ratio:.2f}x direct (target >= {TARGET_THROUGHPUT_RATIO}x: "
+              f"{'met' if ratio >= TARGET_THROUGHPUT_RATIO else 'NOT met'})")
     print(f"total {time.monotonic() - started:.1f} s")
     return 0
 

@@ -1,14 +1,16 @@
 """PER clients under sysbench (RULEBOOK PER-1's published measurement: sysbench, 20 tables x 10,000
-rows, 20 threads): Debian ``sysbench`` 1.0.20 with its ``pgsql`` driver, ``oltp_read_write``, through
-each PER client side by side in the same run on the same pair - direct, the reference persistent
-proxy, PgBouncer 1.18 in transaction and in session pooling, pgpool-II 4.3 when installed.
+rows, 20 threads): Debian ``sysbench`` 1.0.20 with its ``pgsql`` driver, ``oltp_read_write`` and
+``oltp_point_select`` (``--tests``), through each PER client side by side in the same run on the same
+pair - direct, the reference persistent proxy in this process (``reference``, one worker) and as the
+CLI runs it with one worker process per core (``reference-Nw``, ``persistent-proxy --workers N`` in a
+subprocess), PgBouncer 1.18 in transaction and in session pooling, pgpool-II 4.3 when installed.
 
-Run: ``python benchmarks/sysbench.py`` (≈4-6 min; ``--seconds``, ``--switchovers``, ``--threads``,
-``--tables``, ``--table-size`` change it). Needs ``sysbench`` (``apt-get install -y sysbench``;
+Run: ``python benchmarks/sysbench.py`` (≈8-12 min; ``--tests``, ``--seconds``, ``--switchovers``,
+``--threads``, ``--tables``, ``--table-size`` change it). Needs ``sysbench`` (``apt-get install -y sysbench``;
 scripts/setup.sh lists it).
 
-Per client ``--rounds`` steady runs (the clients take turns) and one run with switchovers, each
-``--seconds`` long:
+Per test, per client ``--rounds`` steady runs (the clients take turns) and one run with switchovers,
+each ``--seconds`` long:
 
 * *steady*: no fault; tps and 95th-percentile latency, each also as a ratio to direct;
 * *switchovers*: ``--switchovers`` planned switchovers spread over the run, coordinated with the
@@ -40,9 +42,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.clients import persistent as adapters  # noqa: E402
+from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.topology import Pair  # noqa: E402
-from harness.workload.sysbench import Sysbench  # noqa: E402
+from harness.workload.sysbench import TESTS, Sysbench  # noqa: E402
 
 TARGET_TPS_RATIO = 0.8
 TARGET_P95_RATIO = 1.25
@@ -50,7 +53,8 @@ SYSBENCH = shutil.which("sysbench") or "/usr/bin/sysbench"
 
 
 def _clients() -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", adapters.reference_client)]
+    out: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", adapters.reference_client),
+                                  (f"reference-{os.cpu_count() or 1}w", reference_workers)]
     if shutil.which("pgbouncer"):
         out += [("pgbouncer-transaction", adapters.pgbouncer_transaction),
                 ("pgbouncer-session", adapters.pgbouncer_session)]
@@ -64,16 +68,17 @@ def _clients() -> list[tuple[str, Any]]:
     return out
 
 
-def _bench(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str) -> Sysbench:
+def _bench(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str,
+           test: str = "oltp_read_write") -> Sysbench:
     # harness.workload.sysbench: pgsql driver, the password in a 0600 option file (issue 17)
     return Sysbench(address, creds.user, creds.password, creds.database, tables=opts.tables,
-                    table_size=opts.table_size, driver="pgsql", ps_mode=ps_mode)
+                    table_size=opts.table_size, driver="pgsql", ps_mode=ps_mode, test=test)
 
 
 def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str,
-         during: Any = None) -> dict[str, Any]:
+         during: Any = None, test: str = "oltp_read_write") -> dict[str, Any]:
     nan = float("nan")
-    with _bench(address, creds, opts, ps_mode) as bench:
+    with _bench(address, creds, opts, ps_mode, test) as bench:
         proc = bench.start(opts.seconds, threads=opts.threads)
         marks: list[tuple[float, float]] = []
         worker = None
@@ -112,78 +117,61 @@ def _fmt(value: float, spec: str) -> str:
     return "-" if value != value else format(value, spec)  # NaN -> "-"
 
 
-def main() -> int:
-    """Measure and print the table, the ratios and whether the targets are met."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of each sysbench run (default 20)")
-    ap.add_argument("--rounds", type=int, default=2, help="steady rounds, clients taking turns (default 2)")
-    ap.add_argument("--switchovers", type=int, default=3, help="switchovers in the second run (default 3)")
-    ap.add_argument("--threads", type=int, default=20, help="sysbench threads (default 20)")
-    ap.add_argument("--tables", type=int, default=20, help="tables (default 20)")
-    ap.add_argument("--table-size", type=int, default=10_000, help="rows per table (default 10,000)")
-    ap.add_argument("--mode", choices=["sync", "async"], default="async")
-    opts = ap.parse_args()
-    if not Path(SYSBENCH).exists():
-        print("sysbench is not installed: apt-get install -y sysbench (scripts/setup.sh lists it)")
-        return 2
-    version = subprocess.run([SYSBENCH, "--version"], capture_output=True, text=True).stdout.strip()
-    started = time.monotonic()
+def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str, str], faults: Faults,
+             creds: Any, opts: argparse.Namespace, started: float) -> dict[str, dict[str, Any]]:
+    """One test: steady rounds (the clients taking turns), then one switchover run per client."""
     rows: dict[str, dict[str, Any]] = {}
-    with Pair(mode=opts.mode, links="direct") as pair:
-        creds = pair.engine.credentials
-        prep = _prepare(pair.principal.server_address, creds, opts)
-        faults = Faults(pair)
-        factories = dict(_clients())
-        names = list(factories)
-        running = {name: adapters.open_client(factories[name], pair=pair, drain_window=10.0, recovery_window=30.0)
-                   for name in names}
-        ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
-        try:
-            # steady runs: the clients take turns, round after round (a shared machine's load weighs on
-            # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
-            steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-            for _ in range(opts.rounds):
-                for name in names:
-                    steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps[name]))  # type: ignore[arg-type]
-            # every coordinating client follows every switchover (idle ones too), so that none is left
-            # pointing at a former principal when its own turn comes
-            stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
-            for name in names:
-                client = running[name]
-                def switch(name: str = name) -> list[tuple[float, float]]:
-                    marks = []
-                    gap = max(1.0, (opts.seconds - 4.0) / max(1, opts.switchovers))
-                    time.sleep(2.0)
-                    for _ in range(opts.switchovers):
-                        t0 = time.monotonic()
-                        try:
-                            faults.switchover()
-                        except Exception as exc:  # report it in the row; the next client still runs
-                            print(f"{name}: switchover failed: {type(exc).__name__}: {exc}")
-                            break
-                        marks.append((t0, time.monotonic()))
-                        time.sleep(max(0.0, gap - (time.monotonic() - t0)))
-                    return marks
+    # steady runs: the clients take turns, round after round (a shared machine's load weighs on
+    # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
+    steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for _ in range(opts.rounds):
+        for name in names:
+            steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps[name], test=test))  # type: ignore[arg-type]
+    # every coordinating client follows every switchover (idle ones too), so that none is left
+    # pointing at a former principal when its own turn comes
+    stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
+    try:
+        for name in names:
+            client = running[name]
 
-                switched = _run(tuple(client.address), creds, opts, ps[name], during=switch)  # type: ignore[arg-type]
-                runs = steady_runs[name]
-                steady = {"tps": statistics.median(r["tps"] for r in runs),
-                          "p95": statistics.median(r["p95"] for r in runs),
-                          "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in
-                                                         zip(runs, steady_runs["direct"], strict=True)),
-                          "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in
-                                                         zip(runs, steady_runs["direct"], strict=True))}
-                rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps[name]}
-                print(f"  {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
-            for stop in stops:
-                stop()
-        finally:
-            for client in running.values():
-                client.stop()
+            def switch(name: str = name) -> list[tuple[float, float]]:
+                marks = []
+                gap = max(1.0, (opts.seconds - 4.0) / max(1, opts.switchovers))
+                time.sleep(2.0)
+                for _ in range(opts.switchovers):
+                    t0 = time.monotonic()
+                    try:
+                        faults.switchover()
+                    except Exception as exc:  # report it in the row; the next client still runs
+                        print(f"{name}: switchover failed: {type(exc).__name__}: {exc}")
+                        break
+                    marks.append((t0, time.monotonic()))
+                    time.sleep(max(0.0, gap - (time.monotonic() - t0)))
+                return marks
+
+            switched = _run(tuple(client.address), creds, opts, ps[name], during=switch, test=test)  # type: ignore[arg-type]
+            runs = steady_runs[name]
+            steady = {"tps": statistics.median(r["tps"] for r in runs),
+                      "p95": statistics.median(r["p95"] for r in runs),
+                      "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in
+                                                     zip(runs, steady_runs["direct"], strict=True)),
+                      "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in
+                                                     zip(runs, steady_runs["direct"], strict=True))}
+            rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps[name]}
+            print(f"  {test} {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
+    finally:
+        for stop in stops:
+            stop()
+    return rows
+
+
+def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: float, opts: argparse.Namespace,
+            load: str) -> None:
     d = rows["direct"]["steady"]
-    print(f"\n{version}, oltp_read_write, {opts.threads} threads, {opts.tables} x {opts.table_size} rows, "
+    print(f"\n{version}, {test}, {opts.threads} threads, {opts.tables} x {opts.table_size} rows, "
           f"{opts.seconds:g} s per run, {os.cpu_count()} cores, {opts.mode} pair, no fault proxy "
-          f"(prepare {prep:.1f} s)")
+          f"(prepare {prep:.1f} s;\n"
+          f"load average 1/5/15 min: {load})")
     print(f"{'client':<22}{'ps':>8}{'tps':>8}{'x dir':>7}{'p95 ms':>9}{'x dir':>7}  |"
           f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'finished':>10}{'ign':>5}  error")
     for name, r in rows.items():
@@ -197,13 +185,74 @@ def main() -> int:
           "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
           "min 1s = the lowest tps of a 1-second report interval; "
           f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
-    ref = rows["reference"]
-    tps_ratio = ref["steady"]["tps_ratio"]
-    p95_ratio = ref["steady"]["p95_ratio"]
-    print(f"\nreference: tps {tps_ratio:.2f}x direct (target >= {TARGET_TPS_RATIO}: "
-          f"{'met' if tps_ratio >= TARGET_TPS_RATIO else 'NOT met'}), p95 {p95_ratio:.2f}x direct (target <= "
-          f"{TARGET_P95_RATIO}: {'met' if p95_ratio <= TARGET_P95_RATIO else 'NOT met'}); with switchovers sysbench "
-          f"{'finished' if ref['switched']['finished'] else 'did NOT finish'}")
+    for name in [n for n in rows if n.startswith("reference")]:
+        ref = rows[name]
+        tps_ratio = ref["steady"]["tps_ratio"]
+        p95_ratio = ref["steady"]["p95_ratio"]
+        print(f"{name} ({test}): tps {tps_ratio:.2f}x direct (target >= {TARGET_TPS_RATIO}: "
+              f"{'met' if tps_ratio >= TARGET_TPS_RATIO else 'NOT met'}), p95 {p95_ratio:.2f}x direct (target <= "
+              f"{TARGET_P95_RATIO}: {'met' if p95_ratio <= TARGET_P95_RATIO else 'NOT met'}); with switchovers "
+              f"sysbench {'finished' if ref['switched']['finished'] else 'did NOT finish'}")
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def _tests(text: str) -> list[str]:
+    tests = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in tests if t not in TESTS]
+    if not tests or unknown:
+        raise SystemExit(f"--tests: unknown sysbench test {', '.join(unknown) or '(none)'}; use a comma-separated "
+                         f"list of {', '.join(TESTS)}")
+    return tests
+
+
+def main() -> int:
+    """Measure and print one table per test, the ratios and whether the targets are met."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tests", default="oltp_read_write,oltp_point_select",
+                    help="comma-separated sysbench tests (default %(default)s)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each sysbench run (default 20)")
+    ap.add_argument("--rounds", type=int, default=2, help="steady rounds, clients taking turns (default 2)")
+    ap.add_argument("--switchovers", type=int, default=3, help="switchovers in the second run (default 3)")
+    ap.add_argument("--threads", type=int, default=20, help="sysbench threads (default 20)")
+    ap.add_argument("--tables", type=int, default=20, help="tables (default 20)")
+    ap.add_argument("--table-size", type=int, default=10_000, help="rows per table (default 10,000)")
+    ap.add_argument("--mode", choices=["sync", "async"], default="async")
+    opts = ap.parse_args()
+    tests = _tests(opts.tests)
+    if not Path(SYSBENCH).exists():
+        print("sysbench is not installed: apt-get install -y sysbench (scripts/setup.sh lists it)")
+        return 2
+    version = subprocess.run([SYSBENCH, "--version"], capture_output=True, text=True).stdout.strip()
+    started = time.monotonic()
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    loads: dict[str, str] = {}
+    with Pair(mode=opts.mode, links="direct") as pair:
+        creds = pair.engine.credentials
+        prep = _prepare(pair.principal.server_address, creds, opts)
+        faults = Faults(pair)
+        factories = dict(_clients())
+        names = list(factories)
+        running: dict[str, Any] = {}
+        try:
+            for name in names:
+                running[name] = adapters.open_client(factories[name], pair=pair, drain_window=10.0,
+                                                     recovery_window=30.0)
+            ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
+            for test in tests:
+                load = _loadavg()
+                results[test] = _measure(test, names, running, ps, faults, creds, opts, started)
+                loads[test] = f"{load} at the start, {_loadavg()} at the end"
+        finally:
+            for client in running.values():
+                client.stop()
+    for test in tests:
+        _report(test, results[test], version, prep, opts, loads[test])
     print(f"total {time.monotonic() - started:.1f} s")
     return 0
 

@@ -182,6 +182,12 @@ def test_sysbench_pgsql_driver_argv_keeps_the_password_in_its_option_file(tmp_pa
         assert "--db-driver=pgsql" in argv and "--pgsql-port=5432" in argv and "--delete_inserts=0" in argv
         assert not any("s3cret-pw" in a for a in argv)
         assert cfg.read_text() == "pgsql-password=s3cret-pw\n" and cfg.stat().st_mode & 0o777 == 0o600
+        assert argv[1] == "oltp_read_write"  # the default test
+    with Sysbench(("127.0.0.1", 5432), "app", "pw", "appdb", driver="pgsql", workdir=tmp_path,
+                  test="oltp_point_select") as bench:
+        assert bench._argv("run", 20, [])[1] == "oltp_point_select"
+    with pytest.raises(ConfigError, match="oltp_point_select"):  # the error lists the known tests
+        Sysbench(("127.0.0.1", 1), "u", "pw", "db", driver="pgsql", workdir=tmp_path, test="oltp_nope")
 
 
 def _kept_history(threads: int = 3, switchovers: int = 5, *, kept: int | None = None, late_open: bool = False,

@@ -92,15 +92,24 @@ def driver_for(engine: str) -> str:
         raise ConfigError(f"sysbench has no driver for engine {engine!r}; use one of {sorted(DRIVERS)}") from None
 
 
+# sysbench 1.0.20's bundled OLTP tests (they share the tables of ``prepare``)
+TESTS = ("oltp_read_write", "oltp_read_only", "oltp_write_only", "oltp_point_select", "oltp_update_index",
+         "oltp_update_non_index", "oltp_insert", "oltp_delete", "select_random_points", "select_random_ranges")
+
+
 class Sysbench:
-    """``oltp_read_write`` with the ``mysql`` or ``pgsql`` driver against ``address`` as ``user``
-    (tables x rows; ``ps_mode`` is ``--db-ps-mode``: ``auto`` = server-side prepared statements)."""
+    """``test`` (default ``oltp_read_write``, one of :data:`TESTS`) with the ``mysql`` or ``pgsql``
+    driver against ``address`` as ``user`` (tables x rows; ``ps_mode`` is ``--db-ps-mode``: ``auto`` =
+    server-side prepared statements)."""
 
     def __init__(self, address: tuple[str, int], user: str, password: str, database: str, *, tables: int = 20,
                  table_size: int = 10_000, workdir: Path | None = None, driver: str = "mysql",
-                 ps_mode: str = "auto", options: tuple[str, ...] = ()) -> None:
+                 ps_mode: str = "auto", options: tuple[str, ...] = (), test: str = "oltp_read_write") -> None:
         if driver not in DRIVERS.values():
             raise ConfigError(f"sysbench driver {driver!r} unknown; use one of {sorted(DRIVERS.values())}")
+        if test not in TESTS:
+            raise ConfigError(f"sysbench test {test!r} unknown; use one of {', '.join(TESTS)}")
+        self.test = test
         self.address = address
         self.user = user
         self.database = database
@@ -108,14 +117,14 @@ class Sysbench:
         self.table_size = table_size
         self.driver = driver
         self.ps_mode = ps_mode
-        self.options = options  # further oltp_read_write options, e.g. ("--delete_inserts=0",)
+        self.options = options  # further options of the test, e.g. ("--delete_inserts=0",)
         self._dir = Path(tempfile.mkdtemp(prefix="fh-sysbench-", dir=workdir))
         self._config = write_private_file(self._dir / "sysbench.cfg", f"{driver}-password={password}\n")
 
     def _argv(self, command: str, threads: int, extra: list[str]) -> list[str]:
         host, port = self.address
         d = self.driver
-        return [sysbench_binary(), "oltp_read_write", f"--db-driver={d}", f"--{d}-host={host}",
+        return [sysbench_binary(), self.test, f"--db-driver={d}", f"--{d}-host={host}",
                 f"--{d}-port={port}", f"--{d}-user={self.user}", f"--{d}-db={self.database}",
                 f"--config-file={self._config}", f"--tables={self.tables}", f"--table-size={self.table_size}",
                 f"--db-ps-mode={self.ps_mode}", *self.options, f"--threads={threads}", *extra, command]
