@@ -37,11 +37,12 @@ class ReferenceProcessClient(ClientBase):
     coordinates = True
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0, recovery_window: float = 60.0,
-                 workers: int | None = None, **options: Any) -> None:
+                 workers: int | None = None, listen_mode: str = "shared", **options: Any) -> None:
         super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
                          password=options.pop("password", None))
         self.workers = workers or max(1, os.cpu_count() or 1)
         self.name = f"reference-{self.workers}w"
+        self.listen_mode = listen_mode  # --listen-mode: one shared socket, or SO_REUSEPORT per worker
         self._proc: subprocess.Popen[str] | None = None
         self._dir: Path | None = None
         self._admin: str | None = None
@@ -57,8 +58,8 @@ class ReferenceProcessClient(ClientBase):
         os.chmod(self._dir, 0o700)
         argv = [sys.executable, "-m", "harness.cli", "persistent-proxy", "--user", self.user,
                 "--admin", "127.0.0.1:0", "--token-file", str(self._dir / "admin.token"),
-                "--workers", str(self.workers), "--drain-window", f"{self.drain_window:g}",
-                "--recovery-window", f"{self.recovery_window:g}"]
+                "--workers", str(self.workers), "--listen-mode", self.listen_mode,
+                "--drain-window", f"{self.drain_window:g}", "--recovery-window", f"{self.recovery_window:g}"]
         for host, port in self._nodes():
             argv += ["--backend", f"{host}:{port}"]
         env = {**os.environ, "PGPASSWORD": self.password or ""}
