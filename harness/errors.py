@@ -133,6 +133,10 @@ class CoordinationError(HarnessError):
     """A coordinating client's ``before_switchover`` / ``after_switchover`` hook failed."""
 
 
+class ProxyWorkerError(HarnessError):
+    """A worker process of the persistent proxy (``persistent-proxy --workers N``) did not start."""
+
+
 class ClientStartError(HarnessError):
     """A client under test could not be started (a harness problem, never a rule verdict)."""
 

@@ -239,6 +239,21 @@ def test_a_dead_worker_is_reported(pair: Pair) -> None:
     assert _gone(pids)
 
 
+def test_down_stops_the_supervisor_and_every_worker() -> None:
+    """``down`` of the run stops a ``--workers 2`` proxy attached with --run: the supervisor exits 0
+    (a stop, not a dead worker) and neither worker is left."""
+    with Pair(mode="async", links="direct") as p:
+        proc, info = _start("--run", p.run_id, "--workers", "2", "--name", "downed-workers")
+        pids = [w["pid"] for w in _status(info)["worker_processes"]]
+        assert len(pids) == 2 and all(pid_alive(pid) for pid in pids)
+        human = subprocess.run([*CLI, "status", "--run", p.run_id], capture_output=True, text=True, timeout=60)
+        assert "downed-workers" in human.stdout and "(2 workers)" in human.stdout
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "died" not in err
+    assert _gone([proc.pid, *pids])
+
+
 def test_bad_workers_value_is_one_line() -> None:
     """``--workers`` other than a number from 1 to 64 or ``auto``: one line, exit 2."""
     for value, words in (("0", "from 1 to 64"), ("many", "'auto'")):

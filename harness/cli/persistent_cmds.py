@@ -246,7 +246,10 @@ def run(args: argparse.Namespace) -> int:
                 stopped = asyncio.ensure_future(stop.wait())
                 died = asyncio.ensure_future(supervisor.wait_death())
                 await asyncio.wait([stopped, died], return_when=asyncio.FIRST_COMPLETED)
-                if died.done():
+                if died.done() and not stopped.done():  # Ctrl-C reaches the workers too: let it arrive here
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(stopped), 0.5)
+                if died.done() and not stopped.done():
                     w = died.result()
                     outcome["died"] = (f"persistent-proxy: worker {w.index} (pid {w.pid}) {w.exit}: stopping "
                                        "the other workers (the sessions it served are lost)")

@@ -89,7 +89,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     _print_human(desc)
     for e in desc["persistent_proxies"]:
-        print(f"  {e['name']:16} {e['kind']:22} listen {e['listen']:22} admin {e['admin'] or '-':22} {e['dsn']}")
+        workers = f" ({e['workers']} workers)" if e.get("workers", 1) > 1 else ""
+        print(f"  {e['name']:16} {e['kind']:22} listen {e['listen']:22} admin {e['admin'] or '-':22} "
+              f"{e['dsn']}{workers}")
     print("  processes:")
     for p in desc["processes"]:
         pid = f"pid {p['pid']}" if p["pid"] else "-"

@@ -37,7 +37,7 @@ from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, ProxyWorkerError
 
 from . import protocol as pq
 from .admin import AdminServer, _error, _guard, is_loopback, new_token
@@ -50,10 +50,6 @@ log = logging.getLogger(__name__)
 LISTEN_MODES = ("shared", "reuseport")
 _PR_SET_PDEATHSIG = 1
 _START_TIMEOUT = 30.0
-
-
-class WorkerError(HarnessError):
-    """A worker process of the persistent proxy failed to start or died."""
 
 
 def worker_count(text: str | int) -> int:
@@ -157,7 +153,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Address:
-        """Bind, fork the workers, wait until each one serves (or raise WorkerError); returns the
+        """Bind, fork the workers, wait until each one serves (or raise ProxyWorkerError); returns the
         listen address. Raises OSError when an address cannot be bound."""
         per_worker = self._bind()
         cancels = [_listener(("127.0.0.1", 0), False) for _ in range(self.n)]
@@ -218,13 +214,13 @@ class Supervisor:
         while pending:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise WorkerError(f"persistent-proxy workers not ready within {_START_TIMEOUT:g} s")
+                raise ProxyWorkerError(f"persistent-proxy workers not ready within {_START_TIMEOUT:g} s")
             readable, _, _ = select.select(list(pending), [], [], left)
             for fd in readable:
                 chunk = os.read(fd, 4096)
                 i = fds.index(fd)
                 if not chunk:
-                    raise WorkerError(f"persistent-proxy worker {i} (pid {self.workers[i].pid}) exited while "
+                    raise ProxyWorkerError(f"persistent-proxy worker {i} (pid {self.workers[i].pid}) exited while "
                                       "starting (its error is above)")
                 buffers[fd] += chunk
                 if b"\n" in buffers[fd]:
