@@ -207,8 +207,8 @@ def _standalone(pair: Pair, *extra: str) -> tuple[subprocess.Popen[str], dict[st
 
 
 def test_sigterm_stops_every_worker(pair: Pair) -> None:
-    """SIGTERM of the supervisor stops both workers and exits 0 (reuseport sockets here)."""
-    proc, _, pids = _standalone(pair, "--listen-mode", "reuseport")
+    """SIGTERM of the supervisor stops both workers and exits 0 (one shared socket here)."""
+    proc, _, pids = _standalone(pair, "--listen-mode", "shared")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

@@ -81,9 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="worker processes on the same listen address (default 1; 'auto' = one per core): a "
                    "supervisor runs N proxies, routes CancelRequests to the worker that owns the key and fans "
                    "the admin API out to every worker")
-    p.add_argument("--listen-mode", choices=["shared", "reuseport"], default="shared",
-                   help="with --workers > 1: the workers accept from one shared socket (default) or each from "
-                   "its own SO_REUSEPORT socket on the same port")
+    p.add_argument("--listen-mode", choices=["reuseport", "shared"], default="reuseport",
+                   help="with --workers > 1: each worker accepts from its own SO_REUSEPORT socket on the port "
+                   "(default; the kernel spreads connections by a hash of the client address) or all from one "
+                   "shared socket (whichever worker wakes first)")
     p.set_defaults(func=run)
 
 

@@ -2,9 +2,10 @@
 the same listen address (PER-1..PER-10 hold in each worker for the sessions it serves).
 
 * Listening: the supervisor creates the listening sockets (``listen`` and one per PER-10 endpoint)
-  before it forks the workers; with ``listen_mode="shared"`` (default) every worker accepts from the
-  same socket, with ``"reuseport"`` each worker gets its own ``SO_REUSEPORT`` socket on the same port
-  (the kernel spreads connections by a hash of the client address).
+  before it forks the workers; with ``listen_mode="reuseport"`` (default) each worker gets its own
+  ``SO_REUSEPORT`` socket on the same port (the kernel spreads connections by a hash of the client
+  address), with ``"shared"`` every worker accepts from the same socket (whoever wakes first; under
+  load one worker may take nearly all: benchmarks/persistent_workers.py).
 * CancelRequest: worker ``i`` of ``n`` hands out BackendKeyData pids with ``pid % n == i``
   (:meth:`PersistentProxy.new_cancel_key`); a worker receiving a cancel for another worker's key sends
   it on to that worker's private loopback cancel port (a listener that accepts CancelRequest only).
@@ -47,7 +48,7 @@ from .proxy import PersistentProxy, ProxyConfig
 
 log = logging.getLogger(__name__)
 
-LISTEN_MODES = ("shared", "reuseport")
+LISTEN_MODES = ("reuseport", "shared")
 _PR_SET_PDEATHSIG = 1
 _START_TIMEOUT = 30.0
 
@@ -107,7 +108,7 @@ class Supervisor:
     ``config`` on the same address (issue 15). Call :meth:`start` before any event loop runs in this
     process (it forks), then :meth:`stop`; :meth:`wait_death` reports a worker that died."""
 
-    def __init__(self, config: ProxyConfig, workers: int, *, listen_mode: str = "shared") -> None:
+    def __init__(self, config: ProxyConfig, workers: int, *, listen_mode: str = "reuseport") -> None:
         if listen_mode not in LISTEN_MODES:
             raise ConfigError(f"listen mode must be one of {', '.join(LISTEN_MODES)}, not {listen_mode!r}")
         if workers < 1:

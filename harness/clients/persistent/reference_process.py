@@ -37,7 +37,7 @@ class ReferenceProcessClient(ClientBase):
     coordinates = True
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0, recovery_window: float = 60.0,
-                 workers: int | None = None, listen_mode: str = "shared", **options: Any) -> None:
+                 workers: int | None = None, listen_mode: str = "reuseport", **options: Any) -> None:
         super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
                          password=options.pop("password", None))
         self.workers = workers or max(1, os.cpu_count() or 1)
