@@ -240,8 +240,8 @@ def test_a_dead_worker_is_reported(pair: Pair) -> None:
 
 
 def test_down_stops_the_supervisor_and_every_worker() -> None:
-    """``down`` of the run stops a ``--workers 2`` proxy attached with --run: the supervisor exits 0
-    (a stop, not a dead worker) and neither worker is left."""
+    """``down`` of the run stops a ``--workers 2`` proxy attached with --run: the supervisor stops
+    (a stop, not a dead worker), ``status`` showed its workers, and neither worker is left."""
     with Pair(mode="async", links="direct") as p:
         proc, info = _start("--run", p.run_id, "--workers", "2", "--name", "downed-workers")
         pids = [w["pid"] for w in _status(info)["worker_processes"]]
@@ -249,7 +249,9 @@ def test_down_stops_the_supervisor_and_every_worker() -> None:
         human = subprocess.run([*CLI, "status", "--run", p.run_id], capture_output=True, text=True, timeout=60)
         assert "downed-workers" in human.stdout and "(2 workers)" in human.stdout
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    # down sends SIGTERM, stops the nodes, then SIGKILLs what is still there: the supervisor may be
+    # killed while it exits; either way it stopped as asked (no worker reported dead) and left nothing
+    assert proc.returncode in (0, -signal.SIGKILL), err
     assert "died" not in err
     assert _gone([proc.pid, *pids])
 
