@@ -216,6 +216,24 @@ def test_sigterm_stops_every_worker(pair: Pair) -> None:
     assert pair.engine.credentials.password not in err
 
 
+def test_ctrl_c_to_the_process_group_is_a_stop(pair: Pair) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the supervisor and its workers at once: that is a stop
+    (exit 0), not a dead worker, and nothing is left."""
+    creds = pair.engine.credentials
+    host, port = pair.principal.server_address
+    proc = subprocess.Popen([*CLI, "persistent-proxy", "--backend", f"{host}:{port}", "--user", creds.user,
+                             "--admin", "127.0.0.1:0", "--workers", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PGPASSWORD": creds.password},
+                            start_new_session=True)
+    assert proc.stdout is not None
+    info = json.loads(proc.stdout.readline())
+    pids = [w["pid"] for w in _status(info)["worker_processes"]]
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "died" not in err, err
+    assert _gone(pids)
+
+
 def test_sigkill_of_the_supervisor_leaves_no_worker(pair: Pair) -> None:
     """SIGKILL of the supervisor: its workers die with it (PR_SET_PDEATHSIG / the pipe they watch)."""
     proc, info, pids = _standalone(pair)
@@ -254,6 +272,61 @@ def test_down_stops_the_supervisor_and_every_worker() -> None:
     assert proc.returncode in (0, -signal.SIGKILL), err
     assert "died" not in err
     assert _gone([proc.pid, *pids])
+
+
+_ENDPOINT_PROGRAM = """
+import json, os, sys
+from harness.persistproxy import ProxyConfig
+from harness.persistproxy.workers import Supervisor
+principal, standby = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+config = ProxyConfig(user=sys.argv[3], password=os.environ["PGPASSWORD"], candidates=[tuple(principal)],
+                     endpoints=[("custom-active", ("127.0.0.1", 0))], readonly_resolver=lambda: [tuple(standby)])
+sup = Supervisor(config, 2)
+sup.start()
+print(json.dumps({"listen": sup.address, "endpoints": sup.endpoint_addresses}), flush=True)
+try:
+    sys.stdin.read()  # until the test closes it
+finally:
+    sup.stop_sync()
+"""
+
+
+def test_per10_endpoint_is_served_by_every_worker() -> None:
+    """PER-10 with the Supervisor API: the read-only endpoint's socket is bound once and served by
+    both workers; sessions through it go to the standby, sessions through ``listen`` to the principal."""
+    with Pair(mode="async", links="direct", mirror_readable=True) as pair:
+        _per10_through_workers(pair)
+
+
+def _per10_through_workers(pair: Pair) -> None:
+    creds = pair.engine.credentials
+    [standby] = pair.standbys
+    proc = subprocess.Popen([sys.executable, "-c", _ENDPOINT_PROGRAM, json.dumps(pair.principal.server_address),
+                             json.dumps(standby.server_address), creds.user], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PGPASSWORD": creds.password})
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        info = json.loads(proc.stdout.readline())
+        [(kind, (host, port))] = info["endpoints"]
+        assert kind == "custom-active"
+        dsn = f"host={host} port={port} dbname={creds.database} user={creds.user} password={creds.password}"
+        conns = _owned_by_both(dsn, at_least=1)
+        try:
+            ports = {c.execute("SELECT inet_server_port()").fetchone()[0] for c in conns}  # type: ignore[index]
+            assert ports == {standby.server_address[1]}
+        finally:
+            for c in conns:
+                c.close()
+        lhost, lport = info["listen"]
+        with psycopg.connect(f"host={lhost} port={lport} dbname={creds.database} user={creds.user} "
+                             f"password={creds.password}", autocommit=True) as conn:
+            assert conn.execute("SELECT inet_server_port()").fetchone()[0] == pair.principal.server_address[1]  # type: ignore[index]
+    finally:
+        proc.stdin.close()  # the program stops its supervisor
+        proc.wait(60)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 0, err
 
 
 def test_bad_workers_value_is_one_line() -> None:
