@@ -37,8 +37,10 @@ _NAME = re.compile(r"n([0-9]+)")
 
 
 def next_name(state: RunState) -> str:
-    """``n<k>`` with ``k`` one more than the highest node number the run has (never a reused name)."""
-    numbers = [int(m.group(1)) for n in state.nodes if (m := _NAME.fullmatch(n.name))]
+    """``n<k>`` with ``k`` one more than the highest node number the run has or had: a removed node's
+    name is never reused (a history's ``node.ports`` and faults name nodes by name)."""
+    names = [n.name for n in state.nodes] + list(state.removed_nodes)
+    numbers = [int(m.group(1)) for name in names if (m := _NAME.fullmatch(name))]
     return f"n{max(numbers, default=0) + 1}"
 
 
@@ -127,6 +129,7 @@ def remove_node(topo: LocalTopology, name: str) -> str:
         s.state = RUNNING
     if s.state == RUNNING:
         topo._stop_server(name, "fast")
+    state.removed_nodes.append(name)
     _forget(topo, name, killed=s.state == KILLED)
     topo.n_nodes = len(state.nodes)
     principal = next(n for n in state.nodes if n.role == PRINCIPAL)
