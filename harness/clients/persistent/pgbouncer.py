@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,8 +17,9 @@ from typing import Any
 
 import psycopg
 
-from harness.clients.persistent.protocol import Address, ClientBase
-from harness.errors import ClientStartError, ConfigError, HarnessError, MissingDependencyError, PortInUseError
+from harness.clients.persistent.pooler import PoolerProgram
+from harness.clients.persistent.protocol import Address
+from harness.errors import ClientStartError, ConfigError, MissingDependencyError, PortInUseError
 from harness.ports import allocate_port, release_port, retry_on_port_in_use
 from harness.secrets import write_private_file
 from harness.topology import postgres as pg
@@ -62,7 +62,7 @@ def pgbouncer_version() -> str:
     return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
-class PgBouncerClient(ClientBase):
+class PgBouncerClient(PoolerProgram):
     """Real PgBouncer 1.18 (session or transaction pooling) as a PER-profile client: run in the
     foreground as the unprivileged database user from its own ini in a folder of the pair's run
     directory (so the run's teardown kills it even if this object is lost). Coordinated switchover:
@@ -92,10 +92,6 @@ class PgBouncerClient(ClientBase):
         self._pause_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------------- lifecycle
-    def _principal_address(self) -> Address:
-        node = self.pair.principal
-        return tuple(node.client_address if self.via_fault_proxy else node.server_address)  # type: ignore[return-value]
-
     def _write_ini(self, target: Address) -> None:
         assert self.dir is not None and self.port is not None
         databases = (f"{pg.APP_DATABASE} = host={target[0]} port={target[1]} dbname={pg.APP_DATABASE}\n"
@@ -115,11 +111,7 @@ class PgBouncerClient(ClientBase):
         a login through it."""
         self.version = pgbouncer_version()
         run_as = database_user()
-        base = getattr(self.pair, "path", None)
-        parent = Path(base) if base and Path(base).is_dir() else None
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=parent))
-        os.chmod(self.dir, 0o755)
-        run_as.chown(self.dir)
+        self.dir = self._make_dir(f"{self.name}-", run_as)
         self.port = allocate_port()
         # the password reaches pgbouncer in a 0600 file only (never its command line, issue 17)
         run_as.chown(write_private_file(self.dir / "userlist.txt", f'"{self.user}" "{self.password}"\n'))
@@ -161,14 +153,6 @@ class PgBouncerClient(ClientBase):
             self._register_pid(remove=True)
             self.pid = None
 
-    def _register_pid(self, remove: bool = False) -> None:
-        """Make the PID part of the pair's run so ``down``/the reaper stop it too (``remove``: forget it)."""
-        register = getattr(self.pair, "register_process", None)
-        if self.pid is None or register is None or not getattr(self.pair, "run_id", None):
-            return
-        with contextlib.suppress(OSError, HarnessError):
-            register(self.name, self.pid, remove=remove)
-
     def _log_tail(self) -> str:
         if self.dir is None:
             return ""
@@ -191,12 +175,10 @@ class PgBouncerClient(ClientBase):
             if f"listening on 127.0.0.1:{self.port}" not in log:  # not bound yet: do not log in elsewhere
                 time.sleep(0.02)
                 continue
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
+            error = self._login_error()
+            if error is None:
                 return
-            except psycopg.Error as exc:
-                last = str(exc).strip()
+            last = error
             time.sleep(0.05)
         raise ClientStartError(f"pgbouncer did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
 
@@ -210,9 +192,7 @@ class PgBouncerClient(ClientBase):
         if self.port is not None:
             release_port(self.port)
             self.port = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        self._remove_dir()
         self.address = None
 
     # ------------------------------------------------------------------------- admin console
@@ -281,8 +261,7 @@ class PgBouncerClient(ClientBase):
     def after_switchover(self, new_principal_address: Address) -> dict[str, Any]:
         """Re-point ``[databases]`` at the new principal, ``RELOAD``, ``RESUME``."""
         t0 = time.monotonic()
-        target: Address = (tuple(new_principal_address) if self.via_fault_proxy  # type: ignore[assignment]
-                           else self._principal_address())
+        target = self._switchover_target(new_principal_address)
         self._write_ini(target)
         errors: list[str] = []
         with self.admin() as conn:

@@ -14,15 +14,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from harness.clients.persistent.protocol import Address, ClientBase
-from harness.errors import ClientStartError, HarnessError, MissingDependencyError
+from harness.clients.persistent.pooler import PoolerProgram
+from harness.clients.persistent.protocol import Address
+from harness.errors import ClientStartError, MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.secrets import write_private_file
 from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
@@ -64,7 +62,7 @@ def pgpool_version() -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0]
 
 
-class PgpoolClient(ClientBase):
+class PgpoolClient(PoolerProgram):
     """pgpool-II 4.3 in raw mode before the principal; after a switchover it is re-pointed and
     restarted (its sessions are lost: pgpool cannot keep them, PER-1)."""
 
@@ -82,10 +80,6 @@ class PgpoolClient(ClientBase):
         self.version: str | None = None
         self._run_as: Any = None
 
-    def _principal_address(self) -> Address:
-        node = self.pair.principal
-        return tuple(node.client_address if self.via_fault_proxy else node.server_address)  # type: ignore[return-value]
-
     def _write_conf(self, target: Address) -> None:
         assert self.dir is not None
         text = _CONF.format(port=self.port, pcp_port=self.pcp_port, dir=self.dir, host=target[0],
@@ -99,11 +93,7 @@ class PgpoolClient(ClientBase):
         database user, wait until it accepts a login."""
         self.version = pgpool_version()
         self._run_as = database_user()
-        base = getattr(self.pair, "path", None)
-        parent = Path(base) if base and Path(base).is_dir() else None
-        self.dir = Path(tempfile.mkdtemp(prefix="pgpool-", dir=parent))
-        os.chmod(self.dir, 0o755)
-        self._run_as.chown(self.dir)
+        self.dir = self._make_dir("pgpool-", self._run_as)
         self.port, self.pcp_port = allocate_port(), allocate_port()
         self._run_as.chown(write_private_file(self.dir / "pool_passwd", f"{self.user}:TEXT{self.password}\n"))
         hba = self.dir / "pool_hba.conf"
@@ -128,13 +118,6 @@ class PgpoolClient(ClientBase):
         self.address = ("127.0.0.1", self.port)  # type: ignore[assignment]
         self._wait_ready()
 
-    def _register_pid(self, remove: bool = False) -> None:
-        register = getattr(self.pair, "register_process", None)
-        if self.pid is None or register is None or not getattr(self.pair, "run_id", None):
-            return
-        with contextlib.suppress(OSError, HarnessError):
-            register(self.name, self.pid, remove=remove)
-
     def _log_tail(self) -> str:
         if self.dir is None:
             return ""
@@ -151,12 +134,10 @@ class PgpoolClient(ClientBase):
             if "successfully started" not in self._log_tail():
                 time.sleep(0.05)
                 continue
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
+            error = self._login_error()
+            if error is None:
                 return
-            except psycopg.Error as exc:
-                last = str(exc).strip()
+            last = error
             time.sleep(0.1)
         raise ClientStartError(f"pgpool did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
 
@@ -177,9 +158,7 @@ class PgpoolClient(ClientBase):
             if port is not None:
                 release_port(port)
         self.port = self.pcp_port = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        self._remove_dir()
         self.address = None
 
     def before_switchover(self) -> dict[str, Any]:
@@ -189,8 +168,7 @@ class PgpoolClient(ClientBase):
     def after_switchover(self, new_principal_address: Address) -> dict[str, Any]:
         """Re-point ``backend_*0`` at the new principal and restart pgpool (its sessions are lost)."""
         t0 = time.monotonic()
-        target: Address = (tuple(new_principal_address) if self.via_fault_proxy  # type: ignore[assignment]
-                           else self._principal_address())
+        target = self._switchover_target(new_principal_address)
         self._kill()
         self._launch(target)
         result = {"target": f"{target[0]}:{target[1]}", "restarted": True, "seconds": time.monotonic() - t0}

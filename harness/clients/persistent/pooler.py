@@ -1,0 +1,75 @@
+"""Shared plumbing of the PER-profile adapters that run a real pooler program (PgBouncer, pgpool-II)
+in front of the pair's principal (RULEBOOK PER-1..PER-8 are judged as for any client): its folder
+in the pair's run directory, its PID registered in the run (so ``down`` and the reaper stop it even
+after a crash), the readiness login, and the backend address it is pointed at before and after a
+switchover."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from harness.clients.persistent.protocol import Address, ClientBase
+from harness.errors import HarnessError
+
+
+class PoolerProgram(ClientBase):
+    """Base of :class:`~harness.clients.persistent.pgbouncer.PgBouncerClient` and
+    :class:`~harness.clients.persistent.pgpool.PgpoolClient`; a subclass sets :attr:`via_fault_proxy`,
+    :attr:`dir` and :attr:`pid` and starts, kills and configures its program."""
+
+    via_fault_proxy: bool
+    dir: Path | None
+    pid: int | None
+
+    def _principal_address(self) -> Address:
+        """Where the program points its backend now: the principal's fault-proxy address (so the
+        harness's faults reach the program's server connections), or its server address."""
+        node = self.pair.principal
+        return tuple(node.client_address if self.via_fault_proxy else node.server_address)  # type: ignore[return-value]
+
+    def _switchover_target(self, new_principal_address: Address) -> Address:
+        """The backend to re-point at after a coordinated switchover (PER-1/PER-4): the address the
+        faults hand over, or the new principal's server address when not through the fault proxy."""
+        return (tuple(new_principal_address) if self.via_fault_proxy  # type: ignore[return-value]
+                else self._principal_address())
+
+    def _make_dir(self, prefix: str, run_as: Any) -> Path:
+        """A fresh folder for the program in the pair's run directory (else the system's temporary
+        one), readable by and owned by the database user ``run_as`` the program runs as."""
+        base = getattr(self.pair, "path", None)
+        parent = Path(base) if base and Path(base).is_dir() else None
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        os.chmod(folder, 0o755)
+        run_as.chown(folder)
+        return folder
+
+    def _register_pid(self, remove: bool = False) -> None:
+        """Make the PID part of the pair's run so ``down``/the reaper stop it too (``remove``: forget it)."""
+        register = getattr(self.pair, "register_process", None)
+        if self.pid is None or register is None or not getattr(self.pair, "run_id", None):
+            return
+        with contextlib.suppress(OSError, HarnessError):
+            register(self.name, self.pid, remove=remove)
+
+    def _login_error(self) -> str | None:
+        """One application login through the program and ``SELECT 1``: None when it answered, else
+        the error's text (the readiness wait before any PER test traffic)."""
+        try:
+            with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            return None
+        except psycopg.Error as exc:
+            return str(exc).strip()
+
+    def _remove_dir(self) -> None:
+        """Remove the program's folder (configuration, password file, logs)."""
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
