@@ -43,7 +43,7 @@ from typing import Any
 from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
 from harness.secrets import remember, write_private_file
-from harness.topology.engine import Credentials, NodeConfig
+from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, run_tool, spawn_server, wait_gone
 
 APP_USER = "app"
@@ -613,6 +613,7 @@ def wait_replica(principal_socket: Path, principal_port: int, standby: str, stan
     return state
 
 
+@module_functions("config_text", "wait_replica", "wait_ready", "wait_writable", "reload")
 class MariaDBEngine:
     """MariaDB 10.11 as an :class:`~harness.topology.engine.Engine` (the functions of this module)."""
 
@@ -627,36 +628,6 @@ class MariaDBEngine:
         app_pw, _ = _passwords()
         return Credentials(APP_USER, app_pw, APP_DATABASE,
                            passfile=str(credentials_file(template_dir(database_user()))))
-
-    server_version = staticmethod(server_version)
-    template_dir = staticmethod(template_dir)
-    copy_template = staticmethod(copy_template)
-    config_text = staticmethod(config_text)
-    make_primary = staticmethod(make_primary)
-    make_standby = staticmethod(make_standby)
-    start_server = staticmethod(start_server)
-    stop_server = staticmethod(stop_server)
-    promote = staticmethod(promote)
-    admin_connect = staticmethod(admin_connect)
-    rewind = staticmethod(rewind)
-    reclone = staticmethod(reclone)
-    log_tail = staticmethod(log_tail)
-    wait_replica = staticmethod(wait_replica)
-
-    @staticmethod
-    def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:
-        """Wait until the server accepts connections and follows its configured role."""
-        wait_ready(datadir, pid, log, timeout)
-
-    @staticmethod
-    def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
-        """Wait until the server is a writable principal."""
-        wait_writable(socket_dir, port, pid, log, timeout)
-
-    @staticmethod
-    def reload(datadir: Path, conf: Path, pid: int | None) -> None:
-        """Apply the node's configuration over SQL (role, source, semi-sync)."""
-        reload(datadir, conf, pid)
 
     @staticmethod
     def checkpoint(socket_dir: Path, port: int) -> None:

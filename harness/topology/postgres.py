@@ -28,7 +28,7 @@ from psycopg import sql
 from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
 from harness.secrets import remember, write_private_file
-from harness.topology.engine import Credentials, NodeConfig
+from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import (
     RunAs,
     database_user,
@@ -466,6 +466,7 @@ def rewind(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) 
     return res.stdout + res.stderr
 
 
+@module_functions()
 class PostgresEngine:
     """PostgreSQL 15 as an :class:`~harness.topology.engine.Engine` (the functions of this module)."""
 
@@ -486,19 +487,6 @@ class PostgresEngine:
         if key not in self._read:
             self._read[key] = read_credentials(template)
         return self._read[key]
-
-    server_version = staticmethod(server_version)
-    template_dir = staticmethod(template_dir)
-    copy_template = staticmethod(copy_template)
-    make_primary = staticmethod(make_primary)
-    make_standby = staticmethod(make_standby)
-    start_server = staticmethod(start_server)
-    stop_server = staticmethod(stop_server)
-    promote = staticmethod(promote)
-    admin_connect = staticmethod(admin_connect)
-    rewind = staticmethod(rewind)
-    reclone = staticmethod(reclone)
-    log_tail = staticmethod(log_tail)
 
     @staticmethod
     def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:
