@@ -25,7 +25,6 @@ The test login ``app`` has privileges on its own database only: no ``SUPER``, no
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -45,6 +44,7 @@ from harness.paths import templates_dir
 from harness.secrets import remember, write_private_file
 from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, run_tool, spawn_server, wait_gone
+from harness.topology.template_cache import build_folder, cached_template
 
 APP_USER = "app"
 APP_DATABASE = "app"
@@ -149,20 +149,12 @@ def template_dir(run_as: RunAs) -> Path:
     key = hashlib.sha256(f"{mariadbd()}|{server_version()}|{TEMPLATE_LAYOUT_VERSION}|{run_as.name}"
                          .encode()).hexdigest()[:12]
     final = templates_dir() / f"mariadb{server_version()}-{key}"
-    if (final / "mysql").is_dir() and credentials_file(final).exists():
-        return final
-    with open(templates_dir() / f".{final.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ((final / "mysql").is_dir() and credentials_file(final).exists()):
-            _build_template(final, run_as)
-    return final
+    return cached_template(final, lambda t: (t / "mysql").is_dir() and credentials_file(t).exists(),
+                           _build_template, run_as)
 
 
 def _build_template(final: Path, run_as: RunAs) -> None:
-    work = final.parent / f".{final.name}.build-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(mode=0o700)
-    run_as.chown(work)
+    work = build_folder(final, run_as)
     data = work / "data"
     res = run_tool([_tool("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
                     "--auth-root-authentication-method=normal", "--skip-test-db"], run_as, cwd=work)

@@ -9,7 +9,6 @@ before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the ina
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import os
@@ -40,6 +39,7 @@ from harness.topology.process import (
     spawn_server,
     wait_gone,
 )
+from harness.topology.template_cache import build_folder, cached_template
 
 APP_USER = "app"
 APP_DATABASE = "app"
@@ -103,22 +103,11 @@ def template_dir(run_as: RunAs) -> Path:
     key = hashlib.sha256(f"{pg_bindir()}|{server_version()}|{TEMPLATE_LAYOUT_VERSION}|{run_as.name}"
                          .encode()).hexdigest()[:12]
     final = templates_dir() / f"pg{server_version()}-{key}"
-    if (final / "PG_VERSION").exists():
-        return final
-    lock_path = templates_dir() / f".{final.name}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (final / "PG_VERSION").exists():
-            return final
-        _build_template(final, run_as)
-    return final
+    return cached_template(final, lambda t: (t / "PG_VERSION").exists(), _build_template, run_as)
 
 
 def _build_template(final: Path, run_as: RunAs) -> None:
-    work = final.parent / f".{final.name}.build-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(mode=0o700)
-    run_as.chown(work)
+    work = build_folder(final, run_as)
     data = work / "data"
     res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), *INITDB_ARGS], run_as)
     if res.returncode != 0:
