@@ -122,7 +122,8 @@ class MySQLTrackedSession(TrackedSession):
         conn.close()
 
     def _after_failed_op(self, conn: Any) -> None:
-        """Nothing to undo: the server ends a failed statement's effects itself."""
+        """Nothing to do: MySQL rolls back only the failed statement and the session stays usable
+        (no aborted-transaction state as in PostgreSQL)."""
 
     def _statement(self, conn: Any, query: str, params: Any, prepare: bool | None) -> Any:
         """``prepare`` has no meaning for PyMySQL (text protocol)."""
