@@ -89,7 +89,7 @@ class KeyWriter:
         """Write keys until stopped, each one recorded as an operation (DUR-1): ``op.ok`` once the
         autocommit INSERT was acknowledged, ``op.fail`` when it certainly did not happen (no
         connection, refused by the server), ``op.info`` when the connection broke after it was sent."""
-        proto = _MYSQL if self.engine in MYSQL_ENGINES else _POSTGRES
+        proto = _protocol(self.engine)
         conn: Any = None
         while not self._stop.is_set():
             key = next(self._keys)
@@ -136,6 +136,13 @@ class _Protocol:
     connect_errors: tuple[type[BaseException], ...]  # a failed connect: op.fail
     write_errors: tuple[type[BaseException], ...]  # a failed INSERT: outcome() says fail or info
     outcome: Callable[[Any, BaseException], str]  # "fail" (certainly no effect) or "info" (unknown)
+    read_keys: Callable[[str], list[int]]  # every key present, for final_read
+    read_errors: tuple[type[BaseException], ...]  # a failed read: retried until the deadline
+
+
+def _protocol(engine: str) -> _Protocol:
+    """The protocol ``engine``'s servers speak (DUR-1's writes and final read)."""
+    return _MYSQL if engine in MYSQL_ENGINES else _POSTGRES
 
 
 def _pg_connect(dsn: str) -> psycopg.Connection:
@@ -156,17 +163,13 @@ def _pg_outcome(conn: psycopg.Connection, exc: BaseException) -> str:
     return "fail" if definite else "info"
 
 
+def _pg_read_keys(dsn: str) -> list[int]:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+        return [r[0] for r in conn.execute(f"SELECT k FROM {TABLE} ORDER BY k").fetchall()]
+
+
 def _mysql_insert(conn: Any, key: int, process: str) -> None:
     mysql.execute(conn, f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, process))
-
-
-_POSTGRES = _Protocol(connect=_pg_connect, insert=_pg_insert, close=lambda conn: conn.close(),
-                      connect_errors=(psycopg.Error,), write_errors=(psycopg.Error, ValueError),
-                      outcome=_pg_outcome)
-#: PyMySQL, autocommit
-_MYSQL = _Protocol(connect=lambda dsn: mysql.connect(dsn, timeout=2), insert=_mysql_insert, close=mysql._close,
-                   connect_errors=(pymysql.MySQLError,), write_errors=(pymysql.MySQLError, OSError),
-                   outcome=lambda conn, exc: mysql.outcome_of(exc))
 
 
 def _read_keys_mysql(dsn: str) -> list[int]:
@@ -177,6 +180,16 @@ def _read_keys_mysql(dsn: str) -> list[int]:
         mysql._close(conn)
 
 
+_POSTGRES = _Protocol(connect=_pg_connect, insert=_pg_insert, close=lambda conn: conn.close(),
+                      connect_errors=(psycopg.Error,), write_errors=(psycopg.Error, ValueError),
+                      outcome=_pg_outcome, read_keys=_pg_read_keys, read_errors=(psycopg.Error,))
+#: PyMySQL, autocommit
+_MYSQL = _Protocol(connect=lambda dsn: mysql.connect(dsn, timeout=2), insert=_mysql_insert, close=mysql._close,
+                   connect_errors=(pymysql.MySQLError,), write_errors=(pymysql.MySQLError, OSError),
+                   outcome=lambda conn, exc: mysql.outcome_of(exc), read_keys=_read_keys_mysql,
+                   read_errors=(pymysql.MySQLError,))
+
+
 def final_read(dsn: str, history: Any = None, process: str = "checker", timeout: float = 30,
                engine: str = "postgres") -> list[int]:
     """Read every key present on the principal reached by ``dsn`` (retrying until it answers) and
@@ -184,23 +197,13 @@ def final_read(dsn: str, history: Any = None, process: str = "checker", timeout:
     op_id = next(_op_ids)
     _record(history, "op.invoke", process=process, op_id=op_id, f="read_all", value=None)
     deadline = time.monotonic() + timeout
-    while engine in MYSQL_ENGINES:
-        try:
-            keys = _read_keys_mysql(dsn)
-            _record(history, "op.ok", process=process, op_id=op_id, f="read_all", value=keys)
-            return keys
-        except pymysql.MySQLError as exc:
-            if time.monotonic() >= deadline:
-                _record(history, "op.fail", process=process, op_id=op_id, f="read_all", error=_one_line(exc))
-                raise
-            time.sleep(0.05)
+    proto = _protocol(engine)
     while True:
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
-                keys = [r[0] for r in conn.execute(f"SELECT k FROM {TABLE} ORDER BY k").fetchall()]
+            keys = proto.read_keys(dsn)
             _record(history, "op.ok", process=process, op_id=op_id, f="read_all", value=keys)
             return keys
-        except psycopg.Error as exc:
+        except proto.read_errors as exc:
             if time.monotonic() >= deadline:
                 _record(history, "op.fail", process=process, op_id=op_id, f="read_all", error=_one_line(exc))
                 raise
