@@ -19,11 +19,11 @@ import psycopg
 
 from harness.clients.persistent.pooler import PoolerProgram
 from harness.clients.persistent.protocol import Address
-from harness.errors import ClientStartError, ConfigError, MissingDependencyError, PortInUseError
+from harness.errors import ConfigError, MissingDependencyError, PortInUseError
 from harness.ports import allocate_port, release_port, retry_on_port_in_use
 from harness.secrets import write_private_file
 from harness.topology import postgres as pg
-from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
+from harness.topology.process import database_user, kill_group, signal_group, spawn_server, wait_gone
 
 PGBOUNCER_BIN = os.environ.get("FAILOVER_HARNESS_PGBOUNCER") or shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -163,24 +163,16 @@ class PgBouncerClient(PoolerProgram):
         return "\n".join(lines)
 
     def _wait_ready(self, timeout: float = 15) -> None:
-        deadline = time.monotonic() + timeout
-        last: str = ""
-        while time.monotonic() < deadline:
-            if self.pid is None or not pid_alive(self.pid):
-                raise ClientStartError(f"pgbouncer exited at start:\n{self._log_tail()}")
-            log = self._log_tail()
-            if f"cannot listen on 127.0.0.1:{self.port}" in log:  # it would go on with its Unix socket only
-                raise PortInUseError(f"pgbouncer could not bind 127.0.0.1:{self.port} (Address already in use)",
-                                     self.port)
-            if f"listening on 127.0.0.1:{self.port}" not in log:  # not bound yet: do not log in elsewhere
-                time.sleep(0.02)
-                continue
-            error = self._login_error()
-            if error is None:
-                return
-            last = error
-            time.sleep(0.05)
-        raise ClientStartError(f"pgbouncer did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
+        self._wait_login("pgbouncer", timeout, self._listening, poll=0.02, retry=0.05)
+
+    def _listening(self) -> bool:
+        """Whether pgbouncer's log says it listens on its TCP port (not bound yet: do not log in
+        elsewhere); PortInUseError when it could not bind it (it would go on with its Unix socket only)."""
+        log = self._log_tail()
+        if f"cannot listen on 127.0.0.1:{self.port}" in log:
+            raise PortInUseError(f"pgbouncer could not bind 127.0.0.1:{self.port} (Address already in use)",
+                                 self.port)
+        return f"listening on 127.0.0.1:{self.port}" in log
 
     def stop(self) -> None:
         """Stop pgbouncer (SIGTERM: immediate shutdown in 1.18; then SIGKILL of its process group),

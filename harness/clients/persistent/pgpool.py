@@ -20,10 +20,10 @@ from typing import Any
 
 from harness.clients.persistent.pooler import PoolerProgram
 from harness.clients.persistent.protocol import Address
-from harness.errors import ClientStartError, MissingDependencyError
+from harness.errors import MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.secrets import write_private_file
-from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
+from harness.topology.process import database_user, kill_group, signal_group, spawn_server, wait_gone
 
 PGPOOL_BIN = os.environ.get("FAILOVER_HARNESS_PGPOOL") or shutil.which("pgpool") or "/usr/sbin/pgpool"
 
@@ -126,20 +126,7 @@ class PgpoolClient(PoolerProgram):
         return ""
 
     def _wait_ready(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            if self.pid is None or not pid_alive(self.pid):
-                raise ClientStartError(f"pgpool exited at start:\n{self._log_tail()}")
-            if "successfully started" not in self._log_tail():
-                time.sleep(0.05)
-                continue
-            error = self._login_error()
-            if error is None:
-                return
-            last = error
-            time.sleep(0.1)
-        raise ClientStartError(f"pgpool did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
+        self._wait_login("pgpool", timeout, lambda: "successfully started" in self._log_tail(), poll=0.05, retry=0.1)
 
     def _kill(self) -> None:
         if self.pid is not None:

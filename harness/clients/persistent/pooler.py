@@ -10,13 +10,16 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from harness.clients.persistent.protocol import Address, ClientBase
-from harness.errors import HarnessError
+from harness.errors import ClientStartError, HarnessError
+from harness.topology.process import pid_alive
 
 
 class PoolerProgram(ClientBase):
@@ -57,6 +60,31 @@ class PoolerProgram(ClientBase):
             return
         with contextlib.suppress(OSError, HarnessError):
             register(self.name, self.pid, remove=remove)
+
+    def _log_tail(self) -> str:  # pragma: no cover - overridden
+        """The last lines of the program's log (for error messages)."""
+        raise NotImplementedError
+
+    def _wait_login(self, program: str, timeout: float, started: Callable[[], bool], *, poll: float,
+                    retry: float) -> None:
+        """Wait until the program, once ``started()`` (its log says so; checked every ``poll`` s),
+        accepts a login (:meth:`_login_error`, retried every ``retry`` s) - no PER test traffic goes
+        through it before. ClientStartError with its log tail when it exits or does not accept one
+        within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.pid is None or not pid_alive(self.pid):
+                raise ClientStartError(f"{program} exited at start:\n{self._log_tail()}")
+            if not started():
+                time.sleep(poll)
+                continue
+            error = self._login_error()
+            if error is None:
+                return
+            last = error
+            time.sleep(retry)
+        raise ClientStartError(f"{program} did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
 
     def _login_error(self) -> str | None:
         """One application login through the program and ``SELECT 1``: None when it answered, else
