@@ -12,7 +12,6 @@ import socket
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -78,15 +77,10 @@ class PgBouncerClient(PoolerProgram):
         if pool_mode not in ("session", "transaction"):
             raise ConfigError(f"pgbouncer pool_mode must be 'session' or 'transaction', not {pool_mode!r}")
         self.name = f"pgbouncer-{pool_mode}"
-        super().__init__(pair, history, drain_window, recovery_window)
+        super().__init__(pair, history, drain_window, recovery_window, via_fault_proxy=via_fault_proxy)
         self.pool_mode = pool_mode
         self.pool_size = pool_size
         self.server_login_retry = server_login_retry
-        self.via_fault_proxy = via_fault_proxy
-        self.dir: Path | None = None
-        self.port: int | None = None
-        self.pid: int | None = None
-        self.version: str | None = None
         self._target: Address | None = None
         self._pause_conn: psycopg.Connection | None = None
         self._pause_thread: threading.Thread | None = None

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from harness.clients.persistent.pooler import PoolerProgram
@@ -70,14 +69,9 @@ class PgpoolClient(PoolerProgram):
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, children: int = 32, via_fault_proxy: bool = True) -> None:
-        super().__init__(pair, history, drain_window, recovery_window)
+        super().__init__(pair, history, drain_window, recovery_window, via_fault_proxy=via_fault_proxy)
         self.children = children
-        self.via_fault_proxy = via_fault_proxy
-        self.dir: Path | None = None
-        self.port: int | None = None
         self.pcp_port: int | None = None
-        self.pid: int | None = None
-        self.version: str | None = None
         self._run_as: Any = None
 
     def _write_conf(self, target: Address) -> None:

@@ -24,12 +24,17 @@ from harness.topology.process import pid_alive
 
 class PoolerProgram(ClientBase):
     """Base of :class:`~harness.clients.persistent.pgbouncer.PgBouncerClient` and
-    :class:`~harness.clients.persistent.pgpool.PgpoolClient`; a subclass sets :attr:`via_fault_proxy`,
-    :attr:`dir` and :attr:`pid` and starts, kills and configures its program."""
+    :class:`~harness.clients.persistent.pgpool.PgpoolClient`; a subclass starts, kills and configures
+    its program, setting :attr:`dir`, :attr:`port`, :attr:`pid` and :attr:`version` as it goes."""
 
-    via_fault_proxy: bool
-    dir: Path | None
-    pid: int | None
+    def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
+                 recovery_window: float = 60.0, *, via_fault_proxy: bool = True) -> None:
+        super().__init__(pair, history, drain_window, recovery_window)
+        self.via_fault_proxy = via_fault_proxy  # the backend reached through the pair's fault proxy
+        self.dir: Path | None = None
+        self.port: int | None = None
+        self.pid: int | None = None
+        self.version: str | None = None
 
     def _principal_address(self) -> Address:
         """Where the program points its backend now: the principal's fault-proxy address (so the
