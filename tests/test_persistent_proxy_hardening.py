@@ -451,3 +451,38 @@ def test_large_copy_and_bind_are_streamed(server: LocalServer) -> None:
         assert grown_mib < 16, f"proxy peak RSS grew by {grown_mib:.0f} MiB"
     finally:
         _stop_cli(proc)
+
+
+def test_large_result_to_a_slow_client_is_flow_controlled(server: LocalServer) -> None:
+    """A 64 MiB result read slowly by its client reaches it whole while the proxy's peak resident
+    memory grows by less than 16 MiB: when the client's side is full the proxy stops reading the
+    server (back-pressure through the data path, PER-1 / issue 17 bounded memory)."""
+    proc = _start_cli(server, "--front-auth", "password", env={"PGPASSWORD": ROLE_PASSWORD})
+    try:
+        assert proc.stdout is not None
+        host, port = json.loads(proc.stdout.readline())["listen"].rsplit(":", 1)
+        address = (host, int(port))
+        with psycopg.connect(host=host, port=int(port), user=ROLE, password=ROLE_PASSWORD, dbname="app",
+                             autocommit=True) as c:  # warm up the proxy's code paths
+            c.execute("SELECT 1")
+        before = _vm_kib(proc.pid, "VmHWM")
+        s = rawpg.login(address, ROLE, ROLE_PASSWORD)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            rows, width = 64, 1 << 20
+            s.sendall(pq.query(f"SELECT repeat('x', {width}) FROM generate_series(1, {rows})"))
+            received = 0
+            tail = b""
+            time.sleep(1.0)  # the server has produced far more than the socket buffers hold by now
+            while not tail.endswith(pq.ready_for_query(b"I")):
+                got = s.recv(1 << 20)
+                assert got, f"connection closed after {received} bytes"
+                received += len(got)
+                tail = (tail + got)[-16:]
+            assert received > rows * width
+        finally:
+            s.close()
+        grown_mib = (_vm_kib(proc.pid, "VmHWM") - before) / 1024
+        assert grown_mib < 16, f"proxy peak RSS grew by {grown_mib:.0f} MiB"
+    finally:
+        _stop_cli(proc)

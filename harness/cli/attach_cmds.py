@@ -54,6 +54,12 @@ class RunBackend:
         self.topo.refresh()
         return self._address(self.topo.principal)
 
+    def readonly(self) -> list[tuple[str, int]]:
+        """The running standbys' addresses, from the run state as it is now (PER-9/10 read-only
+        routing: a node added by 'fault add-node' is picked up, a removed one is gone)."""
+        self.topo.refresh()
+        return [self._address(n) for n in self.topo.standbys if n.state == "running"]
+
     def dsn(self, address: tuple[str, int]) -> str:
         """A connection string for ``address`` as it may be printed: the password file, not the password."""
         c = self.credentials

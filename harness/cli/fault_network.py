@@ -38,7 +38,7 @@ def apply_network_fault(topo: Topology, args: argparse.Namespace) -> OperationRe
     action = args.action
     if action not in NETWORK_ACTIONS:
         raise ConfigError(f"unknown fault {action!r}; use switchover, failover, rejoin, stop, start, kill, "
-                          f"pause, resume, partition, latency, heal or mark-state")
+                          f"pause, resume, add-node, remove-node, partition, latency, heal or mark-state")
     if action == "heal":
         return faults.heal_all()
     if not args.node:

@@ -52,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--via", choices=["server", "client"], default="server",
                    help="with --run: reach the nodes at their server addresses (default) or through the fault proxy")
     p.add_argument("--name", default=None, help="with --run: name in the run state (default reference-PORT)")
+    p.add_argument("--readonly-endpoint", action="append", default=[], metavar="KIND",
+                   choices=["custom-active", "custom-connection"],
+                   help="with --run: also listen for read-only sessions routed to the run's running standbys "
+                   "(re-read from the run state, so an added node is picked up): custom-active (moved when their "
+                   "node is removed, PER-10) or custom-connection (disconnected); repeatable; needs 'up "
+                   "--mirror-readable'")
     p.add_argument("--backend", action="append", default=None, metavar="HOST:PORT",
                    help="candidate server; repeat for a pair (the principal is the one not in recovery); "
                    "required without --run")
@@ -156,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     elif not args.backend or not args.user:
         raise ConfigError("give --backend HOST:PORT (repeatable) and --user, or --run ID to front a run of this "
                           "machine")
+    if args.readonly_endpoint and run_backend is None:
+        raise ConfigError("--readonly-endpoint needs --run ID (the read-only nodes are the run's standbys)")
     backends = [_address(b, "--backend") for b in args.backend or []]
     allowed = [_address(a, "--allow-principal") for a in args.allow_principal]
     if run_backend is not None:
@@ -178,7 +186,10 @@ def run(args: argparse.Namespace) -> int:
                          resolver=run_backend.principal if run_backend is not None and not backends else None,
                          allowed_principals=allowed, front_auth=args.front_auth, drain_window=args.drain_window,
                          recovery_window=args.recovery_window, database=args.probe_database,
-                         max_message_size=args.max_message_size)
+                         max_message_size=args.max_message_size,
+                         endpoints=[(kind, ("127.0.0.1", 0)) for kind in dict.fromkeys(args.readonly_endpoint)],
+                         readonly_resolver=run_backend.readonly if run_backend is not None else None,
+                         removal_window=args.drain_window)
     token_file = Path(args.token_file) if args.token_file else None
     if admin and token_file is None:
         token_file = _private_dir() / f"admin-{os.getpid()}.token"
@@ -205,6 +216,10 @@ def run(args: argparse.Namespace) -> int:
         admin_server = None
         info: dict[str, Any] = {"listen": f"{address[0]}:{address[1]}", "admin": None, "token_file": None,
                                 "workers": workers}
+        owner: Any = proxy if proxy is not None else supervisor
+        endpoints = owner.endpoint_addresses
+        if endpoints:  # PER-10: the read-only endpoints
+            info["endpoints"] = {kind: f"{h}:{p}" for kind, (h, p) in endpoints}
         try:
             if admin and token_file is not None:
                 if supervisor is not None:

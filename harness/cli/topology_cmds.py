@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.cli.attach_cmds import coordinate_run, endpoints_of, repoint_run
 from harness.cli.fault_network import jitter_ms, latency_ms
+from harness.cli.membership_cmds import MEMBERSHIP_ACTIONS, apply_membership
 from harness.errors import ConfigError
 from harness.faults import Faults
 from harness.topology import resolve
@@ -112,7 +113,10 @@ def cmd_fault(args: argparse.Namespace) -> int:
         return _mark_state(args)
     topo = attach(args.run)
     action = args.action
-    if action in ROLE_ACTIONS:
+    coordinated: list[dict[str, Any]] = []
+    if action in MEMBERSHIP_ACTIONS:  # node add / remove (PER-1, PER-9): attached proxies move first
+        result, coordinated = apply_membership(topo, args)
+    elif action in ROLE_ACTIONS:
         faults = Faults(topo)
         if action == "switchover":  # PER-1/PER-4: drain and resume every attached client
             coordinate_run(faults, topo)
@@ -133,10 +137,14 @@ def cmd_fault(args: argparse.Namespace) -> int:
 
         result = apply_network_fault(topo, args)
     out = result.to_dict()
+    if coordinated:
+        out["coordinated"] = coordinated
     if args.json:
         print(json.dumps(out))
     else:
         print(f"{out['fault']} {out['node'] or ''} took {out['seconds']:.3f} s; principal is {out['principal']}")
+        for c in coordinated:
+            print(f"  {c['name']}: {c['moved']} session(s) moved, {c['closed']} closed")
     return 0
 
 
@@ -191,11 +199,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("fault", help="apply a fault or role operation to a run",
                        description="actions: switchover, failover, rejoin [NODE]; stop|start|kill|pause|resume NODE; "
+                                   "add-node; remove-node NODE (attached persistent proxies move its sessions first); "
                                    "partition NODE [--how blackhole|refuse|reset]; latency NODE MS; heal; "
                                    "mark-state SERVER --database DB --mark M (an ICM cluster's replica)")
     p.add_argument("--run", required=True)
     p.add_argument("action", help="switchover, failover, rejoin, stop, start, kill, pause, resume, "
-                                  "partition, latency, heal, mark-state")
+                                  "add-node, remove-node, partition, latency, heal, mark-state")
     p.add_argument("node", nargs="?", help="node name (n1, n2, ...)")
     p.add_argument("value", nargs="?", type=latency_ms, help="latency in ms (0 to one day)")
     p.add_argument("--mode", default="fast", choices=["fast", "immediate", "smart"], help="stop mode")

@@ -431,13 +431,27 @@ class Faults:
         with self._role_op("rejoin", node) as result:
             return Completed(result)
 
+    def add_node(self) -> Completed:
+        """Add a standby to the topology (node add, PER-1: every persistent connection kept): cloned
+        from the principal, started and streaming when this returns. An instant operation recorded
+        as fault ``add_node`` (the topology's ``node.add`` names the new node). Nothing is coordinated: a client
+        with read-only routing finds the new node through the topology (PER-9/10 routing)."""
+        with self._recorded("add_node", None, {"nodes_before": [n.name for n in self.topology.nodes]}):
+            return Completed(self.topology.add_node())
+
     def remove_node(self, node: str) -> Completed:
-        """Remove a read-only node (PER-9, PER-10): every coordinator that has
+        """Remove a read-only node (PER-9, PER-10; PER-1 "node remove"): every coordinator that has
         ``before_remove_node(address)`` is told first (it routes new work away, lets running queries
         finish within its window, moves or closes the sessions there; ``coord.*`` events), then the
-        node is stopped. An instant operation recorded as fault ``remove_node``."""
+        node is stopped and dropped from the topology. Refused before anything is told (ConfigError
+        naming the fix) for the principal, the last standby, or the only running standby of a
+        synchronous principal. An instant operation recorded as fault ``remove_node``."""
+        self.topology.refresh()
         if self.topology.node(node).role == "principal":
             raise ConfigError(f"remove_node: {node} is the principal; remove a read-only node (a standby)")
+        problem = self.topology.removal_problem(node)
+        if problem is not None:
+            raise ConfigError(f"remove_node: {problem}")
         with self._recorded("remove_node", node, {}) as fid:
             address = tuple(self.topology.node(node).client_address)
             for client in [c for c in self._coordinators if hasattr(c, "before_remove_node")]:
@@ -445,7 +459,7 @@ class Faults:
                 self._record("coord.before", fault_id=fid, client=name)
                 result = client.before_remove_node(address)
                 self._record("coord.before_done", fault_id=fid, client=name, result=json_safe(result))
-            return Completed(self.topology.stop(node))
+            return Completed(self.topology.remove_node(node))
 
     def coordinate(self, client: Any) -> Callable[[], None]:
         """Tell ``client`` (a :class:`harness.faults.coordination.SwitchoverCoordinator`) about every

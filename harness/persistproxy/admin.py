@@ -4,6 +4,9 @@
 * ``POST /drain``   body ``{"timeout": seconds}`` (optional) -> :meth:`PersistentProxy.drain` (PER-4)
 * ``POST /resume``  body ``{"host": h, "port": p}`` (optional) -> :meth:`PersistentProxy.resume`
   (PER-1, PER-3); the address must be one the proxy was configured with (else 403)
+* ``POST /remove-node`` body ``{"host": h, "port": p, "window": seconds}`` (window optional) ->
+  :meth:`PersistentProxy.remove_node` (PER-9, PER-10): the read-only node at that address is routed
+  away from and its sessions moved or closed before the answer
 
 Every request that changes state must carry ``Content-Type: application/json`` (else 415, so that a
 web page cannot send it as a "simple" cross-origin request) and the admin token of this proxy in
@@ -120,8 +123,9 @@ def _address(body: dict[str, Any]) -> Address | None:
 
 
 def build_app(proxy: PersistentProxy, token: str) -> web.Application:
-    """The aiohttp application serving ``/status``, ``/drain`` and ``/resume`` (PER-1..PER-4), with
-    ``token`` required on ``/drain`` and ``/resume`` and ``/resume`` limited to the allowed principals."""
+    """The aiohttp application serving ``/status``, ``/drain``, ``/resume`` (PER-1..PER-4) and
+    ``/remove-node`` (PER-9/10), with ``token`` required on every POST and ``/resume`` limited to the
+    allowed principals."""
 
     async def status(_request: web.Request) -> web.Response:
         return web.json_response(proxy.status())
@@ -144,10 +148,25 @@ def build_app(proxy: PersistentProxy, token: str) -> web.Application:
                                f"(allowed: {allowed}); omit host/port to let the proxy find the principal")
         return web.json_response(await proxy.resume(address))
 
+    async def remove_node(request: web.Request) -> web.Response:
+        body = await _body(request)
+        try:
+            address = _address(body)
+        except ValueError:
+            address = None
+        if address is None:
+            return _error(400, "remove-node needs host (a string) and port (1-65535): the read-only node's address")
+        window = body.get("window")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int | float)
+                                   or not math.isfinite(window) or window < 0):
+            return _error(400, f"window must be a finite number of seconds >= 0, not {window!r}")
+        return web.json_response(await proxy.remove_node(address, None if window is None else float(window)))
+
     app = web.Application(middlewares=[_guard(token)], client_max_size=_MAX_BODY)
     app.router.add_get("/status", status)
     app.router.add_post("/drain", drain)
     app.router.add_post("/resume", resume)
+    app.router.add_post("/remove-node", remove_node)
     return app
 
 

@@ -35,6 +35,7 @@ from .backend import (
     probe_candidates,
     send_cancel,
 )
+from .relay import Tap, give_back, take_over
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
 from .state import NOT_SETTABLE, SessionState, quote_literal
 
@@ -51,6 +52,10 @@ _CHUNK = 256 << 10
 _MIN_MESSAGE_SIZE = 64 << 10
 _MAX_AUTH_MESSAGE = 65535  # PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH
 _FALSE = ("0", "false", "off", "no")
+_LENGTH = struct.Struct("!i").unpack_from  # a message's length field
+_KINDS = [bytes([i]) for i in range(256)]
+# CopyData, CopyDone, CopyFail, Flush: part of a request already started (no switchover gate, PER-4)
+_CONTINUING = frozenset(b"dcfH")  # a message's type as the 1-byte ``kind`` (no allocation)
 
 # PER-10 endpoint kinds: the default listener is the cluster endpoint (the principal); custom
 # endpoints route to read-only nodes, balanced by active requests (a session on a removed node moves
@@ -176,6 +181,19 @@ class Session:
         self.opened_at = time.monotonic()
         self.lost_at: float | None = None  # when an unplanned failover broke the back connection
         self.reattach_task: asyncio.Task[None] | None = None
+        # the data path (:mod:`.relay`): set by _relay / the back relay
+        self.done: asyncio.Future[None] | None = None
+        self.ftransport: Any = writer.transport
+        self.slow = False  # a coroutine serves the client now (gate, re-attach); its reading is paused
+        self.slow_task: asyncio.Task[None] | None = None
+        self.pending_out = bytearray()  # client bytes that arrived while no back connection was attached
+        self.front_rest = 0  # bytes still to come of a large message relayed as a stream
+        self.stream_back: BackConn | None = None
+        self.front_eof = False
+        self.front_paused = False
+        self.front_full = False  # the client's side is not taking data: back reading paused
+        self.back_full = False  # the back connection is not taking data: client reading paused
+        self.back_error: str | None = None  # FATAL/protocol error seen on the back connection
 
     # ------------------------------------------------------------------ helpers
     async def _read_exact(self, n: int) -> bytes:
@@ -224,7 +242,7 @@ class Session:
             self.back.close()
             self.back = None
         current = asyncio.current_task()
-        for task in (self.back_task, self.task, self.reattach_task):
+        for task in (self.back_task, self.task, self.reattach_task, self.slow_task):
             if task is not None and task is not current and not task.done():
                 task.cancel()
 
@@ -241,7 +259,7 @@ class Session:
                 return
             if params is None or not await self._open(params):
                 return
-            await self._front_loop()
+            await self._relay()
         except pq.ProtocolError as exc:  # the client's fault: answered and logged, no traceback
             log.info("session %s: protocol violation: %s", self.id, exc)
             await self.fail(PROTOCOL_VIOLATION, f"protocol violation: {exc}")
@@ -394,7 +412,7 @@ class Session:
                 raise BackendError(f"session state could not be replayed: {exc}", "REPLAY") from exc
         self.back = back
         self.detached = False
-        self.back_task = asyncio.create_task(self._back_loop(back), name=f"persist-back-{self.id}")
+        self._start_back_relay(back)
 
     async def _replay(self, back: BackConn) -> None:
         """Replay GUCs, LISTENs and prepared statements on ``back`` (PER-2)."""
@@ -460,63 +478,118 @@ class Session:
         if self.back is None:
             raise SessionClosed()
 
-    async def _back_loop(self, back: BackConn) -> None:
+    # ------------------------------------------------------------------ back side (data path)
+    def _start_back_relay(self, back: BackConn) -> None:
+        """Relay ``back``'s messages to the client from now on (PER-1 data path, :mod:`.relay`)."""
+        self.back_error = None
+        tap = Tap(functools.partial(self._back_data, back), functools.partial(self._back_gone, back),
+                  self._back_full, self._back_drained)
+        leftover, ended = take_over(back.reader, back.writer, tap)
+        if leftover:
+            back.buf += leftover
+        if self.front_full:
+            back.writer.transport.pause_reading()
+        if back.buf:
+            data = bytes(back.buf)
+            back.buf.clear()
+            self._back_data(back, data)
+        if ended:
+            asyncio.get_running_loop().call_soon(self._back_gone, back, None)
+
+    def _stop_back_relay(self, back: BackConn) -> None:
+        """Hand ``back`` to its stream again (the proxy reads it itself, e.g. the drain snapshot);
+        bytes the relay had not passed on stay in ``back.buf``, where :meth:`BackConn.read_message`
+        looks first."""
+        give_back(back.writer)
+        if self.front_full:
+            back.writer.transport.resume_reading()
+
+    def _back_data(self, back: BackConn, data: bytes) -> None:
+        """A chunk from the back connection: frame it, track the state-changing messages, relay it
+        whole to the client (DataRows untouched), one write per chunk."""
+        if back is not self.back:
+            return
+        buf = back.buf
+        if buf:
+            buf += data
+            data = bytes(buf)
+            buf.clear()
         st = self.state
         assert st is not None
-        buf = back.buf
-        server_error: str | None = None
+        n = len(data)
+        pos = 0
+        out_start = 0
+        pieces: list[bytes] | None = None
         try:
-            while True:
-                n = len(buf)
-                pos = 0
-                out_start = 0
-                pieces: list[bytes] = []
-                while n - pos >= 5:
-                    t = buf[pos]
-                    length = int.from_bytes(buf[pos + 1:pos + 5], "big", signed=True)
-                    if length < 4:
-                        raise pq.ProtocolError(f"backend sent invalid length {length}")
-                    end = pos + 1 + length
-                    if end > n:
-                        break
-                    if t == 68:  # DataRow: the hot path, relayed untouched
-                        st.rows_started = True
-                    else:
-                        message = bytes(buf[pos:end])
-                        if t == 69 and not st.inflight and not st.unsynced:
-                            # an error while nothing was asked: the server is ending this connection
-                            err = pq.parse_error(message)
-                            if err.severity in ("FATAL", "PANIC"):
-                                server_error = str(err)
-                                pieces.append(bytes(buf[out_start:pos]))
-                                out_start = end
-                                pos = end
-                                continue
-                        st.on_back(message[:1], message)
-                    pos = end
-                if pos:
-                    pieces.append(bytes(buf[out_start:pos]))
-                    del buf[:pos]
-                    data = b"".join(pieces)
-                    if data:
-                        self.fw.write(data)
-                        if self.fw.transport.get_write_buffer_size() > 262144:
-                            await self.fw.drain()
-                chunk = await back.reader.read(262144)
-                if not chunk:
+            while n - pos >= 5:
+                t = data[pos]
+                length = _LENGTH(data, pos + 1)[0]
+                if length < 4:
+                    raise pq.ProtocolError(f"backend sent invalid length {length}")
+                end = pos + 1 + length
+                if end > n:
                     break
-                buf += chunk
-        except (ConnectionError, OSError, pq.ProtocolError) as exc:
-            server_error = server_error or str(exc)
-        except asyncio.CancelledError:
+                if t == 68:  # DataRow: the hot path, relayed untouched
+                    st.rows_started = True
+                elif t == 50:  # BindComplete
+                    st.on_bind_complete()
+                elif t == 90 and length == 5:  # ReadyForQuery
+                    st.on_ready(data[pos + 5])
+                else:
+                    message = data[pos:end]
+                    if t == 69 and not st.inflight and not st.unsynced:
+                        # an error while nothing was asked: the server is ending this connection
+                        err = pq.parse_error(message)
+                        if err.severity in ("FATAL", "PANIC"):
+                            self.back_error = str(err)
+                            if pieces is None:
+                                pieces = []
+                            pieces.append(data[out_start:pos])
+                            out_start = pos = end
+                            continue
+                    st.on_back(_KINDS[t], message)
+                pos = end
+        except pq.ProtocolError as exc:
+            self.back_error = str(exc)
+            back.writer.transport.abort()  # connection_lost follows: handled as a lost back connection
             return
         except Exception as exc:  # a bug must close this session, not leave it hanging
             log.exception("session %s: relaying from the server failed", self.id)
-            await self.fail("XX000", f"persistent proxy internal error: {exc}")
+            self._spawn_fail("XX000", f"persistent proxy internal error: {exc}")
             return
+        if pos < n:
+            buf += data[pos:]
+        if pieces is not None:
+            pieces.append(data[out_start:pos])
+            out = b"".join(pieces)
+        else:
+            out = data if pos == n else data[:pos]
+        if out:
+            try:
+                self.ftransport.write(out)
+            except (ConnectionError, OSError, RuntimeError):
+                pass  # the client is gone: its relay ends the session
+
+    def _back_gone(self, back: BackConn, exc: BaseException | None) -> None:
+        """The back connection ended; unless that was on purpose (drain, detach, a newer back
+        connection, the session closing), it is an unplanned failover (:meth:`_back_lost`)."""
         if back is not self.back or self.detached or self.closed:
             return
-        await self._back_lost(server_error)
+        error = self.back_error or (str(exc) if exc is not None else None)
+        self.back_task = asyncio.create_task(self._back_lost(error), name=f"persist-back-lost-{self.id}")
+
+    def _back_full(self) -> None:
+        """The back connection's send buffer is full: stop reading the client until it drains."""
+        self.back_full = True
+        self._pause_front()
+
+    def _back_drained(self) -> None:
+        self.back_full = False
+        self._resume_front()
+
+    def _spawn_fail(self, code: str, message: str) -> None:
+        """Close this session from a data-path callback (``fail`` is a coroutine)."""
+        self.back_task = asyncio.create_task(self.fail(code, message))
 
     async def _back_lost(self, server_error: str | None) -> None:
         """Unplanned failover: the back connection broke without a drain. Idle sessions are kept
@@ -560,84 +633,198 @@ class Session:
         except SessionClosed:
             pass
 
-    # ------------------------------------------------------------------ front side
-    async def _front_loop(self) -> None:
+    # ------------------------------------------------------------------ front side (data path)
+    async def _relay(self) -> None:
+        """Serve the logged-in session until it ends (PER-1 data path): the client's chunks go to
+        :meth:`_front_data` as they arrive (:mod:`.relay`); returns when the client leaves, raises
+        what ended the session otherwise (a protocol violation, :class:`SessionClosed`)."""
+        self.done = asyncio.get_running_loop().create_future()
+        self.ftransport = self.fw.transport
+        tap = Tap(self._front_data, self._front_lost, self._front_full_on, self._front_drained)
+        leftover, ended = take_over(self.fr, self.fw, tap)
+        data = bytes(self.fbuf) + leftover
+        self.fbuf.clear()
+        if ended:
+            self.front_eof = True
+        if data:
+            self._consume(data)
+        if self.front_eof and not self.slow:
+            self._end()
+        await self.done
+
+    def _end(self, exc: BaseException | None = None) -> None:
+        """End :meth:`_relay`: normally (``exc`` None) or with ``exc``."""
+        done = self.done
+        if done is not None and not done.done():
+            if exc is None:
+                done.set_result(None)
+            else:
+                done.set_exception(exc)
+
+    def _front_data(self, data: bytes) -> None:
+        """A chunk from the client."""
+        if self.front_rest:
+            data = self._stream_rest(data)
+            if not data:
+                return
+        if self.fbuf or self.slow:
+            self.fbuf += data
+            if self.slow:
+                return
+            data = bytes(self.fbuf)
+            self.fbuf.clear()
+        self._consume(data)
+
+    def _front_lost(self, exc: BaseException | None) -> None:
+        self.front_eof = True
+        if not self.slow:
+            self._end()
+
+    def _front_full_on(self) -> None:
+        """The client's receive side is full: stop reading the back connection until it drains."""
+        self.front_full = True
+        if self.back is not None:
+            with contextlib.suppress(RuntimeError):  # uvloop: the transport closed meanwhile
+                self.back.writer.transport.pause_reading()
+
+    def _front_drained(self) -> None:
+        self.front_full = False
+        if self.back is not None:
+            with contextlib.suppress(RuntimeError):
+                self.back.writer.transport.resume_reading()
+
+    def _pause_front(self) -> None:
+        if not self.front_paused:
+            self.front_paused = True
+            with contextlib.suppress(RuntimeError):
+                self.ftransport.pause_reading()
+
+    def _resume_front(self) -> None:
+        if self.front_paused and not self.slow and not self.back_full and not self.closed:
+            self.front_paused = False
+            with contextlib.suppress(RuntimeError):
+                self.ftransport.resume_reading()
+
+    def _consume(self, data: bytes) -> None:
+        """Frame, track and relay ``data`` (whole messages; an incomplete last one waits in
+        ``fbuf``), or hand over to :meth:`_slow_front` where a coroutine must wait first."""
+        try:
+            pos = self._scan_front(data)
+        except BaseException as exc:  # a protocol violation, SessionClosed: ends the session
+            self._end(exc)
+            return
+        if pos < len(data):
+            self.fbuf[:0] = data[pos:]
+        if self.pending_out and not self.slow:
+            self._go_slow(gate=False)
+
+    def _scan_front(self, buf: bytes) -> int:
+        """The relay loop over the client's messages in ``buf``; returns how far it consumed."""
         st = self.state
         assert st is not None
-        buf = self.fbuf
         proxy = self.proxy
         limit = proxy.config.max_message_size
-        while True:
-            n = len(buf)
-            pos = 0
-            block_start = 0
-            rest = 0  # bytes still to come of a message relayed as a stream
-            while n - pos >= 5:
-                t = buf[pos]
-                length = int.from_bytes(buf[pos + 1:pos + 5], "big", signed=True)
-                _check_front_header(t, length, limit)
-                end = pos + 1 + length
-                if end > n and not _streamable(t, length, buf, pos, n):
-                    break
-                if t == 88:  # Terminate
-                    if pos > block_start:
-                        await self._to_back(bytes(buf[block_start:pos]))
-                    if self.back is not None:
-                        self.back.close()
-                        self.back = None
-                    proxy._emit("persist.session_close", session=self.id, by="client")
-                    return
-                if t not in (100, 99, 102, 72) and st.is_idle():
-                    # a new request from an idle session: the switchover gate (PER-4 hold)
-                    if pos > block_start:
-                        await self._to_back(bytes(buf[block_start:pos]))
-                        block_start = pos
-                    if proxy._holding or self.back is None:
-                        await proxy._wait_gate(self)
-                        await self._ensure_back()
-                if t != 100:  # CopyData carries no state
-                    _track_front(st, t, bytes(buf[pos:min(end, n)]))
-                if end > n:  # a large message the proxy does not need whole: relay the rest as it comes
-                    rest, pos = end - n, n
-                    break
-                pos = end
-            if pos > block_start:
-                await self._to_back(bytes(buf[block_start:pos]))
-            del buf[:pos]
-            if rest:
-                await self._relay_stream(rest)
-                continue
-            chunk = await self.fr.read(_CHUNK)
-            if not chunk:
-                return
-            buf += chunk
+        n = len(buf)
+        pos = 0
+        block_start = 0
+        while n - pos >= 5:
+            t = buf[pos]
+            length = _LENGTH(buf, pos + 1)[0]
+            if t not in _FRONT_TYPES or length < 4 or length > limit:
+                _check_front_header(t, length, limit)  # raises the ProtocolError naming the problem
+            end = pos + 1 + length
+            if end > n and not _streamable(t, length, buf, pos, n):
+                break
+            if t == 88:  # Terminate
+                if pos > block_start:
+                    self._write_back(buf[block_start:pos])
+                if self.back is not None:
+                    self.back.close()
+                    self.back = None
+                proxy._emit("persist.session_close", session=self.id, by="client")
+                self._end()
+                return n
+            if t not in _CONTINUING and not st.inflight and not st.unsynced and st.txn_status == "I":
+                # a new request from an idle session: the switchover gate (PER-4 hold)
+                if pos > block_start:
+                    self._write_back(buf[block_start:pos])
+                    block_start = pos
+                if proxy._holding or self.back is None:
+                    self._go_slow(gate=True)
+                    return pos
+            if t != 100:  # CopyData carries no state
+                try:
+                    st.on_front(_KINDS[t], buf[pos:end] if end <= n else buf[pos:n])
+                except pq.ProtocolError as exc:
+                    raise pq.ProtocolError(f"malformed {pq.FRONT_NAMES[t]} message: {exc}") from None
+            if end > n:  # a large message the proxy does not need whole: relay the rest as it comes
+                self._write_back(buf[block_start:n])
+                self.front_rest = end - n
+                self.stream_back = self.back
+                return n
+            pos = end
+        if pos > block_start:
+            self._write_back(buf if block_start == 0 and pos == n else buf[block_start:pos])
+        return pos
 
-    async def _relay_stream(self, rest: int) -> None:
-        """Relay the last ``rest`` bytes of a large CopyData/Bind/FunctionCall message to the back
-        connection as they arrive, never holding more than one read chunk (issue 17: bounded memory)."""
+    def _stream_rest(self, data: bytes) -> bytes:
+        """Relay the next bytes of a large CopyData/Bind/FunctionCall message to the back connection
+        as they arrive, never holding more than one read chunk (issue 17: bounded memory); returns
+        what follows the message."""
+        take = data if len(data) <= self.front_rest else data[:self.front_rest]
+        self.front_rest -= len(take)
         back = self.back
-        while rest > 0:
-            chunk = await self.fr.read(min(rest, _CHUNK))
-            if not chunk:
-                raise ConnectionError("client closed the connection in the middle of a message")
-            rest -= len(chunk)
-            if self.back is not back or back is None:
-                await self.fail(CONNECTION_FAILURE, "persistent connection lost: the back connection broke "
-                                "while a large message was being relayed")
-                raise SessionClosed()
-            await self._to_back(chunk)
+        if back is None or back is not self.stream_back:
+            self.front_rest = 0
+            self._spawn_fail(CONNECTION_FAILURE, "persistent connection lost: the back connection broke "
+                             "while a large message was being relayed")
+            self._end(SessionClosed())
+            return b""
+        self._write_back(take)
+        return data[len(take):]
 
-    async def _to_back(self, data: bytes) -> None:
-        if self.back is None:
-            await self._ensure_back()
-        assert self.back is not None
+    def _write_back(self, data: bytes) -> None:
+        back = self.back
+        if back is None:  # re-attached by _slow_front before anything else is sent
+            if not self.closed:
+                self.pending_out += data
+            return
         try:
-            writer = self.back.writer
-            writer.write(data)
-            if writer.transport.get_write_buffer_size() > 262144:
-                await writer.drain()
-        except (ConnectionError, OSError):
-            pass  # the back loop sees the broken connection and decides (PER-1 / PER-4..8)
+            back.writer.transport.write(data)
+        except (ConnectionError, OSError, RuntimeError):
+            pass  # the back relay sees the broken connection and decides (PER-1 / PER-4..8)
+
+    def _go_slow(self, gate: bool) -> None:
+        """Stop reading the client and let a coroutine wait for the switchover gate (``gate``) and
+        a back connection, then go on with what the client sent meanwhile."""
+        self.slow = True
+        self._pause_front()
+        self.slow_task = asyncio.create_task(self._slow_front(gate), name=f"persist-gate-{self.id}")
+
+    async def _slow_front(self, gate: bool) -> None:
+        try:
+            if gate:
+                await self.proxy._wait_gate(self)
+            await self._ensure_back()
+        except asyncio.CancelledError:
+            self._end()
+            return
+        except BaseException as exc:  # SessionClosed (the client was told), or a bug: ends the session
+            self._end(exc)
+            return
+        self.slow = False
+        out, self.pending_out = self.pending_out, bytearray()
+        if out:
+            self._write_back(bytes(out))
+        data = bytes(self.fbuf)
+        self.fbuf.clear()
+        if data:
+            self._consume(data)
+        if not self.slow:
+            if self.front_eof:
+                self._end()
+            else:
+                self._resume_front()
 
 
 def _check_front_header(t: int, length: int, limit: int) -> None:
@@ -990,11 +1177,9 @@ class PersistentProxy:
     async def _snapshot(self, s: Session) -> tuple[str, str] | None:
         """Ask the old principal what the tracker may have missed: temporary objects (PER-5),
         open cursors (PER-8) and settings changed outside SET (kept for replay, PER-2)."""
-        if s.back_task is not None:  # stop relaying: the proxy reads this connection itself now
-            s.back_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await s.back_task
         back, state = s.back, s.state
+        if back is not None:  # stop relaying: the proxy reads this connection itself now
+            s._stop_back_relay(back)
         if back is None or state is None or s.closed:  # the client left meanwhile
             return None
         try:

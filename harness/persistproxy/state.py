@@ -10,6 +10,7 @@ rollback. Prepared statements are not transactional in PostgreSQL and are applie
 from __future__ import annotations
 
 import copy
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,16 +36,24 @@ class TxState:
     listens: set[str] = field(default_factory=set)
 
 
-@dataclass
 class Pending:
-    """One client request in flight, in protocol order; answered by the backend in the same order."""
+    """One client request in flight, in protocol order; answered by the backend in the same order.
 
-    kind: str  # 'P','B','D','E','C','S','Q','F'
-    name: str = ""
-    raw: bytes = b""
-    sql: str = ""  # for 'Q' and 'E': the query text, split lazily
-    index: int = 0  # for 'Q': next statement to be completed
-    _statements: list[Any] | None = None
+    A plain ``__slots__`` class, not a dataclass: one is made per frontend message on the data path
+    (PER-1: the proxy must keep up with the application)."""
+
+    __slots__ = ("kind", "name", "raw", "sql", "index", "_statements")
+
+    def __init__(self, kind: str, name: str = "", raw: bytes = b"", sql: str = "") -> None:
+        self.kind = kind  # 'P','B','D','E','C','S','Q','F'
+        self.name = name
+        self.raw = raw
+        self.sql = sql  # for 'Q' and 'E': the query text, split lazily
+        self.index = 0  # for 'Q': next statement to be completed
+        self._statements: list[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"Pending({self.kind!r}, name={self.name!r}, sql={self.sql[:40]!r})"
 
     def statement(self, i: int) -> Any | None:
         """The ``i``-th statement of ``sql`` (split on first use only)."""
@@ -52,6 +61,15 @@ class Pending:
             self._statements = split_statements(self.sql)
         return self._statements[i] if i < len(self._statements) else None
 
+
+_STATUS = {73: "I", 84: "T", 69: "E"}  # ReadyForQuery's status byte
+
+# Requests that carry nothing but their kind: shared, never changed (only 'Q' items are mutated).
+_BIND = Pending("B")
+_SYNC = Pending("S")
+_DESCRIBE = Pending("D")
+_FUNCTION_CALL = Pending("F")
+_EXECUTE_UNKNOWN = Pending("E")  # an Execute of a portal whose SQL the proxy never saw
 
 # Command tags after which the statement may have changed tracked state (others are not parsed).
 _TAGS = frozenset({
@@ -138,42 +156,44 @@ class SessionState:
 
     # ----------------------------------------------------------------------- front messages
     def on_front(self, kind: bytes, message: bytes) -> None:
-        """Record a client message that is being forwarded to the back connection."""
-        k = kind.decode("latin-1")
-        if k == "Q":
-            sql = pq.read_cstr(pq.payload(message), 0, self.codec)[0]
-            self.inflight.append(Pending("Q", sql=sql))
+        """Record a client message that is being forwarded to the back connection (``kind`` is its
+        first byte; the type is read from ``message`` itself)."""
+        t = message[0]
+        inflight = self.inflight
+        if t == 66:  # 'B' Bind: portal -> the statement's SQL
+            portal, pos = pq.read_cstr(message, 5)
+            stmt = pq.read_cstr(message, pos)[0]
+            self.portal_sql[portal] = self.statement_sql.get(stmt, "")
+            inflight.append(_BIND)
+            self.unsynced = True
+        elif t == 69:  # 'E' Execute
+            sql = self.portal_sql.get(pq.read_cstr(message, 5)[0], "")
+            inflight.append(Pending("E", sql=sql) if sql else _EXECUTE_UNKNOWN)
+            self.counters["statements"] += 1
+            self.unsynced = True
+        elif t == 83:  # 'S' Sync
+            inflight.append(_SYNC)
+            self.unsynced = False
+        elif t == 80:  # 'P' Parse
+            name, sql = pq.parse_parse(message, self.codec)
+            inflight.append(Pending("P", name=name, raw=message))
+            self.statement_sql[name] = sql
+            self.unsynced = True
+        elif t == 81:  # 'Q' Query
+            sql = pq.read_cstr(message, 5, self.codec)[0]
+            inflight.append(Pending("Q", sql=sql))
             self.counters["statements"] += 1
             self.unnamed_parse = None
             self.statement_sql[""] = ""
-        elif k == "P":
-            name, sql = pq.parse_parse(message, self.codec)
-            self.inflight.append(Pending("P", name=name, raw=message))
-            self.statement_sql[name] = sql
+        elif t == 68:  # 'D' Describe
+            inflight.append(_DESCRIBE)
             self.unsynced = True
-        elif k == "B":
-            portal, stmt = pq.parse_bind(message)
-            self.portal_sql[portal] = self.statement_sql.get(stmt, "")
-            self.inflight.append(Pending("B"))
-            self.unsynced = True
-        elif k == "E":
-            portal = pq.parse_execute_portal(message)
-            sql = self.portal_sql.get(portal, "")
-            self.inflight.append(Pending("E", sql=sql))
-            self.counters["statements"] += 1
-            self.unsynced = True
-        elif k == "D":
-            self.inflight.append(Pending("D"))
-            self.unsynced = True
-        elif k == "C":
+        elif t == 67:  # 'C' Close
             what, name = pq.parse_close_or_describe(message)
-            self.inflight.append(Pending("C", name=what + name))
+            inflight.append(Pending("C", name=what + name))
             self.unsynced = True
-        elif k == "S":
-            self.inflight.append(Pending("S"))
-            self.unsynced = False
-        elif k == "F":
-            self.inflight.append(Pending("F"))
+        elif t == 70:  # 'F' FunctionCall
+            inflight.append(_FUNCTION_CALL)
 
     # ----------------------------------------------------------------------- back messages
     def _pop(self, kinds: str) -> Pending | None:
@@ -185,14 +205,21 @@ class SessionState:
 
     def on_back(self, kind: bytes, message: bytes) -> None:
         """Record a server message that is being forwarded to the client."""
-        k = kind
-        if k == b"D":
+        t = message[0]
+        if t == 68:  # 'D' DataRow
             self.rows_started = True
             return
-        if k == b"C":
+        if t == 50:  # '2' BindComplete
+            self.on_bind_complete()
+            return
+        if t == 90:  # 'Z' ReadyForQuery
+            self.on_ready(message[5] if len(message) > 5 else 73)
+            return
+        k = kind
+        if t == 67:  # 'C' CommandComplete
             self.rows_started = False
             self.copy_in_progress = False
-            tag = pq.parse_command_tag(message)
+            tag = pq.read_cstr(message, 5)[0]
             self.last_tag = tag
             head = self.inflight[0] if self.inflight else None
             if head is not None and head.kind == "Q":
@@ -213,13 +240,6 @@ class SessionState:
                 return
             self._pop("E")
             return
-        if k == b"Z":
-            self.rows_started = False
-            self.copy_in_progress = False
-            status = chr(message[5]) if len(message) > 5 else "I"
-            self._pop("SQF")
-            self._end_cycle(status)
-            return
         if k == b"1":
             item = self._pop("P")
             if item is not None:
@@ -227,9 +247,6 @@ class SessionState:
                     self.prepared_parse[item.name] = item.raw
                 else:
                     self.unnamed_parse = item.raw
-            return
-        if k == b"2":
-            self._pop("B")
             return
         if k in (b"T", b"n"):
             if self.inflight and self.inflight[0].kind == "D":
@@ -259,6 +276,20 @@ class SessionState:
             if name == "client_encoding":
                 self.codec = pq.python_codec(value)
             return
+
+    def on_bind_complete(self) -> None:
+        """A BindComplete ('2') from the server (the data path calls this without the message)."""
+        inflight = self.inflight
+        while inflight:
+            if inflight.popleft().kind == "B":
+                return
+
+    def on_ready(self, status: int) -> None:
+        """A ReadyForQuery ('Z') with transaction ``status`` (the byte: I, T or E)."""
+        self.rows_started = False
+        self.copy_in_progress = False
+        self._pop("SQF")
+        self._end_cycle(_STATUS.get(status) or chr(status))
 
     def _end_cycle(self, status: str) -> None:
         """A ReadyForQuery: at 'I' the transaction (explicit or implicit) ended; it committed unless
@@ -361,6 +392,7 @@ class SessionState:
         return list(self.prepared_parse.values())
 
 
+@functools.lru_cache(maxsize=4096)
 def _maybe_creates(sql: str) -> bool:
     """SELECT INTO and CREATE TABLE AS answer with a ``SELECT n`` tag: parse only those."""
     low = sql.lower()

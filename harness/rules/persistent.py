@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.errors import ConfigError
 from harness.history.core import Event
 from harness.rules.registry import register
 from harness.rules.verdict import UNKNOWN, Verdict
@@ -93,18 +95,20 @@ class View:
     ok_times: dict[str, list[tuple[float, Any]]] = field(default_factory=dict)  # per process: (t_end, conn), sorted
 
 
-def build_view(events: list[Event], fault: str = "switchover") -> View:
-    """Index ``events``: switchovers (with their new principal), operations per front connection."""
+def build_view(events: list[Event], fault: str | Sequence[str] = "switchover") -> View:
+    """Index ``events``: switchovers (or the maintenance faults named by ``fault``: one name or
+    several) with their new principal, operations per front connection."""
+    names = (fault,) if isinstance(fault, str) else tuple(fault)
     ordered = sorted(events, key=lambda e: e.index)
     view = View(ordered)
     starts: dict[Any, Switchover] = {}
     pending: dict[tuple[str, Any], Op] = {}
     for e in ordered:
-        if e.type == "fault.start" and e.get("fault") == fault:
+        if e.type == "fault.start" and e.get("fault") in names:
             s = Switchover(e, None)
             starts[e.get("id")] = s
             view.switchovers.append(s)
-        elif e.type == "fault.end" and e.get("fault") == fault and e.get("id") in starts:
+        elif e.type == "fault.end" and e.get("fault") in names and e.get("id") in starts:
             starts[e.get("id")].end = e
         elif e.type == "role.change" and e.get("new_role") == "principal":
             for s in view.switchovers:
@@ -171,20 +175,37 @@ def _fmt(process: str, conn: Any) -> str:
 # ------------------------------------------------------------------------------------- PER-1
 
 
+#: The maintenance operations PER-1 publishes 100 % kept for that the harness enacts as faults: a
+#: switchover (also the middle of a rolling restart, "minor upgrade"), node add and node remove.
+MAINTENANCE_FAULTS = ("switchover", "add_node", "remove_node")
+
+
 def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float = 1.0, max_errors: int = 0,
-                                  processes: list[str] | None = None) -> Verdict:
+                                  processes: list[str] | None = None,
+                                  faults: Sequence[str] = ("switchover",)) -> Verdict:
     """PER-1: across each switchover every front connection that was open before it is still the same
     connection afterwards (keep rate >= ``min_keep_rate``, 100 % by default), and the application
     saw at most ``max_errors`` failed operations (0: no client-visible error at all).
 
     A session is judged at a switchover when it completed an operation on connection ``c`` before the
     switchover started; it is kept when an operation on ``c`` succeeds after the switchover ended
-    (before the next one) and no operation lost ``c`` in between."""
-    expected = (f"keep rate >= {min_keep_rate:.0%} of the front connections across every switchover and "
+    (before the next one) and no operation lost ``c`` in between. ``faults`` names the maintenance
+    operations judged the same way (PER-1's node add / remove: ``["add_node", "remove_node"]``; any
+    of :data:`MAINTENANCE_FAULTS`)."""
+    kinds = (faults,) if isinstance(faults, str) else tuple(faults)
+    unknown = [f for f in kinds if f not in MAINTENANCE_FAULTS]
+    if unknown or not kinds:
+        raise ConfigError(f"PER-1: faults={list(kinds)!r} names no maintenance fault; use some of "
+                          f"{', '.join(MAINTENANCE_FAULTS)} (e.g. faults='[\"add_node\",\"remove_node\"]')")
+    what = " / ".join(k.replace("_", " ") for k in kinds)
+    expected = (f"keep rate >= {min_keep_rate:.0%} of the front connections across every {what} and "
                 f"<= {max_errors} client-visible error(s)")
-    view = build_view(events)
+    view = build_view(events, kinds)
     if not view.switchovers:
-        return _no_switchover("PER-1", expected)
+        if kinds == ("switchover",):
+            return _no_switchover("PER-1", expected)
+        return Verdict("PER-1", UNKNOWN, expected=expected,
+                       observed=f"no {what} (fault.start fault={'|'.join(kinds)}) in the history")
     names = _processes(view, processes)
     judged = kept = 0
     lost_evidence: list[int] = []
@@ -200,7 +221,8 @@ def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float =
             if closed is not None and closed.t < nxt:
                 judged += 1
                 lost_evidence.append(closed.index)
-                lost_names.append(f"{_fmt(p, conn)} at switchover {k + 1}: {closed.get('error') or closed.type}")
+                lost_names.append(f"{_fmt(p, conn)} at {s.start.get('fault')} {k + 1}: "
+                                  f"{closed.get('error') or closed.type}")
                 continue
             if _used_after(view, p, conn, s.t1) is None:
                 unjudged += 1
@@ -215,13 +237,13 @@ def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float =
                                "lost": lost_names[:50]}
     if judged == 0:
         return Verdict("PER-1", UNKNOWN, expected=expected,
-                       observed=f"no session had an operation both before and after a switchover "
+                       observed=f"no session had an operation both before and after a {what} "
                                 f"({len(names)} session(s))", details=details)
     rate = kept / judged
     details["keep_rate"] = rate
     error_samples = [f"{e.get('process')}: {e.get('error')}" for e in errors[:3]]
     observed = (f"{kept}/{judged} front connections kept ({rate:.1%}) over {len(view.switchovers)} "
-                f"switchover(s); {len(errors)} client-visible error(s)")
+                f"{what}(s); {len(errors)} client-visible error(s)")
     if error_samples:
         observed += " e.g. " + "; ".join(error_samples)
     ok = rate >= min_keep_rate and len(errors) <= max_errors

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InvalidOperation
 from harness.secrets import redact
 from harness.topology.engine import Engine
 from harness.topology.links import Address, Links
@@ -196,6 +197,18 @@ class Topology(abc.ABC):
     @abc.abstractmethod
     def resume(self, node: str) -> OperationResult:
         """SIGCONT a paused server."""
+
+    def add_node(self) -> OperationResult:
+        """Add a standby cloned from the principal (node add); a backend that cannot says so."""
+        raise InvalidOperation(f"{type(self).__name__} cannot add nodes")
+
+    def remove_node(self, node: str) -> OperationResult:
+        """Stop a standby and drop it from the topology (node remove); a backend that cannot says so."""
+        raise InvalidOperation(f"{type(self).__name__} cannot remove nodes")
+
+    def removal_problem(self, node: str) -> str | None:
+        """Why :meth:`remove_node` would refuse ``node`` (with the fix), or None."""
+        return None
 
 
 #: How ``Pair(...)`` / ``Group(...)`` find the class that builds them on the default backend.

@@ -7,12 +7,15 @@ Engines: PostgreSQL 15 (:class:`harness.topology.postgres.PostgresEngine`) and M
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from harness.topology.process import RunAs
+
+_E = TypeVar("_E")
 
 
 @dataclass(frozen=True)
@@ -108,3 +111,29 @@ class Engine(Protocol):
     def published_partner(self, socket_dir: Path, port: int) -> str | None:
         """What the principal publishes as its mirror (``mirroring.partner``, MIR-9), or None when the
         engine publishes none."""
+
+
+#: The :class:`Engine` methods every engine module defines as plain functions of the same name.
+MODULE_FUNCTIONS: tuple[str, ...] = (
+    "server_version", "template_dir", "copy_template", "make_primary", "make_standby", "start_server",
+    "stop_server", "promote", "admin_connect", "rewind", "reclone", "log_tail",
+)
+
+
+def module_functions(*extra: str) -> Callable[[type[_E]], type[_E]]:
+    """Class decorator of an :class:`Engine` class: each of :data:`MODULE_FUNCTIONS` (and ``extra``)
+    becomes the function of that name of the class's own module, as a static method - the table the
+    local backend drives every node of every profile's topology by. A function the module lacks, or
+    a name the class already defines, is a TypeError at import."""
+
+    def bind(cls: type[_E]) -> type[_E]:
+        module = sys.modules[cls.__module__]
+        for name in (*MODULE_FUNCTIONS, *extra):
+            fn = getattr(module, name, None)
+            if not callable(fn) or name in vars(cls):
+                raise TypeError(f"engine {cls.__qualname__}: {module.__name__}.{name} must be a function "
+                                "and the class must not define it itself")
+            setattr(cls, name, staticmethod(fn))
+        return cls
+
+    return bind

@@ -46,6 +46,9 @@ class Links(Protocol):
     def teardown(self) -> None:
         """Remove what :meth:`setup` created."""
 
+    # Optional (node add / remove, harness.topology.membership): ``node_added(state, node)`` creates
+    # what fronts a new node and records it in ``state.links``; ``node_removed(state, node)`` removes it.
+
 
 class DirectLinks:
     """No proxy: clients and standbys use the servers' own addresses."""
@@ -66,6 +69,12 @@ class DirectLinks:
 
     def roles_changed(self, state: RunState) -> None:
         """Nothing to re-point."""
+
+    def node_added(self, state: RunState, node: str) -> None:
+        """Nothing to create for a new node (node add)."""
+
+    def node_removed(self, state: RunState, node: str) -> None:
+        """Nothing to remove for a removed node (node remove)."""
 
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         """No events: nothing observes direct connections."""

@@ -472,6 +472,27 @@ class LocalTopology(Topology):
         """SIGCONT a paused server."""
         return self._operation("resume", node, lambda: self._resume(node))
 
+    def add_node(self) -> OperationResult:
+        """Add a standby (``n<k>``) cloned from the principal, started and streaming (node add,
+        :mod:`harness.topology.membership`)."""
+        from harness.topology import membership
+
+        return self._operation("add_node", None, lambda: membership.add_node(self))
+
+    def remove_node(self, node: str) -> OperationResult:
+        """Stop a standby and drop it from the run (node remove; refused for the principal, the last
+        standby, or the only running standby of a synchronous principal)."""
+        from harness.topology import membership
+
+        return self._operation("remove_node", node, lambda: membership.remove_node(self, node))
+
+    def removal_problem(self, node: str) -> str | None:
+        """Why :meth:`remove_node` would refuse ``node`` as the run is now (with the fix), or None."""
+        from harness.topology import membership
+
+        self.refresh()
+        return membership.removal_problem(self._state, node)
+
     # ------------------------------------------------------------------------ implementation
 
     def _emit(self, type_: str, t: float | None = None, **fields: Any) -> None:

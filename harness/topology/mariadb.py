@@ -25,7 +25,6 @@ The test login ``app`` has privileges on its own database only: no ``SUPER``, no
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -43,8 +42,9 @@ from typing import Any
 from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
 from harness.secrets import remember, write_private_file
-from harness.topology.engine import Credentials, NodeConfig
+from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, run_tool, spawn_server, wait_gone
+from harness.topology.template_cache import build_folder, cached_template
 
 APP_USER = "app"
 APP_DATABASE = "app"
@@ -149,20 +149,12 @@ def template_dir(run_as: RunAs) -> Path:
     key = hashlib.sha256(f"{mariadbd()}|{server_version()}|{TEMPLATE_LAYOUT_VERSION}|{run_as.name}"
                          .encode()).hexdigest()[:12]
     final = templates_dir() / f"mariadb{server_version()}-{key}"
-    if (final / "mysql").is_dir() and credentials_file(final).exists():
-        return final
-    with open(templates_dir() / f".{final.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ((final / "mysql").is_dir() and credentials_file(final).exists()):
-            _build_template(final, run_as)
-    return final
+    return cached_template(final, lambda t: (t / "mysql").is_dir() and credentials_file(t).exists(),
+                           _build_template, run_as)
 
 
 def _build_template(final: Path, run_as: RunAs) -> None:
-    work = final.parent / f".{final.name}.build-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(mode=0o700)
-    run_as.chown(work)
+    work = build_folder(final, run_as)
     data = work / "data"
     res = run_tool([_tool("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
                     "--auth-root-authentication-method=normal", "--skip-test-db"], run_as, cwd=work)
@@ -613,6 +605,7 @@ def wait_replica(principal_socket: Path, principal_port: int, standby: str, stan
     return state
 
 
+@module_functions("config_text", "wait_replica", "wait_ready", "wait_writable", "reload")
 class MariaDBEngine:
     """MariaDB 10.11 as an :class:`~harness.topology.engine.Engine` (the functions of this module)."""
 
@@ -627,36 +620,6 @@ class MariaDBEngine:
         app_pw, _ = _passwords()
         return Credentials(APP_USER, app_pw, APP_DATABASE,
                            passfile=str(credentials_file(template_dir(database_user()))))
-
-    server_version = staticmethod(server_version)
-    template_dir = staticmethod(template_dir)
-    copy_template = staticmethod(copy_template)
-    config_text = staticmethod(config_text)
-    make_primary = staticmethod(make_primary)
-    make_standby = staticmethod(make_standby)
-    start_server = staticmethod(start_server)
-    stop_server = staticmethod(stop_server)
-    promote = staticmethod(promote)
-    admin_connect = staticmethod(admin_connect)
-    rewind = staticmethod(rewind)
-    reclone = staticmethod(reclone)
-    log_tail = staticmethod(log_tail)
-    wait_replica = staticmethod(wait_replica)
-
-    @staticmethod
-    def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:
-        """Wait until the server accepts connections and follows its configured role."""
-        wait_ready(datadir, pid, log, timeout)
-
-    @staticmethod
-    def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
-        """Wait until the server is a writable principal."""
-        wait_writable(socket_dir, port, pid, log, timeout)
-
-    @staticmethod
-    def reload(datadir: Path, conf: Path, pid: int | None) -> None:
-        """Apply the node's configuration over SQL (role, source, semi-sync)."""
-        reload(datadir, conf, pid)
 
     @staticmethod
     def checkpoint(socket_dir: Path, port: int) -> None:

@@ -9,7 +9,6 @@ before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the ina
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import os
@@ -28,7 +27,7 @@ from psycopg import sql
 from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
 from harness.secrets import remember, write_private_file
-from harness.topology.engine import Credentials, NodeConfig
+from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import (
     RunAs,
     database_user,
@@ -40,6 +39,7 @@ from harness.topology.process import (
     spawn_server,
     wait_gone,
 )
+from harness.topology.template_cache import build_folder, cached_template
 
 APP_USER = "app"
 APP_DATABASE = "app"
@@ -103,22 +103,11 @@ def template_dir(run_as: RunAs) -> Path:
     key = hashlib.sha256(f"{pg_bindir()}|{server_version()}|{TEMPLATE_LAYOUT_VERSION}|{run_as.name}"
                          .encode()).hexdigest()[:12]
     final = templates_dir() / f"pg{server_version()}-{key}"
-    if (final / "PG_VERSION").exists():
-        return final
-    lock_path = templates_dir() / f".{final.name}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (final / "PG_VERSION").exists():
-            return final
-        _build_template(final, run_as)
-    return final
+    return cached_template(final, lambda t: (t / "PG_VERSION").exists(), _build_template, run_as)
 
 
 def _build_template(final: Path, run_as: RunAs) -> None:
-    work = final.parent / f".{final.name}.build-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(mode=0o700)
-    run_as.chown(work)
+    work = build_folder(final, run_as)
     data = work / "data"
     res = run_tool([str(pg_bindir() / "initdb"), "-D", str(data), *INITDB_ARGS], run_as)
     if res.returncode != 0:
@@ -466,6 +455,7 @@ def rewind(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs) 
     return res.stdout + res.stderr
 
 
+@module_functions()
 class PostgresEngine:
     """PostgreSQL 15 as an :class:`~harness.topology.engine.Engine` (the functions of this module)."""
 
@@ -486,19 +476,6 @@ class PostgresEngine:
         if key not in self._read:
             self._read[key] = read_credentials(template)
         return self._read[key]
-
-    server_version = staticmethod(server_version)
-    template_dir = staticmethod(template_dir)
-    copy_template = staticmethod(copy_template)
-    make_primary = staticmethod(make_primary)
-    make_standby = staticmethod(make_standby)
-    start_server = staticmethod(start_server)
-    stop_server = staticmethod(stop_server)
-    promote = staticmethod(promote)
-    admin_connect = staticmethod(admin_connect)
-    rewind = staticmethod(rewind)
-    reclone = staticmethod(reclone)
-    log_tail = staticmethod(log_tail)
 
     @staticmethod
     def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:

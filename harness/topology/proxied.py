@@ -128,12 +128,45 @@ class ProxiedLinks:
                 if self.client.get_proxy(name).upstream != target:
                     self.client.update_proxy(name, upstream=target)
 
+    def node_added(self, state: RunState, node: str) -> None:
+        """Create the client-facing and replication proxies of a node added to the running topology
+        (node add). Its refused connects are not watched by a capture started before it."""
+        self._run_id = state.run
+        n = state.node(node)
+        front = self.client.create_proxy(self.client_proxy(node), upstream=f"127.0.0.1:{n.port}",
+                                          listen="127.0.0.1:0", node=node)
+        repl = self.client.create_proxy(self.replication_proxy(node), upstream=f"127.0.0.1:{state.principal().port}",
+                                        listen="127.0.0.1:0", node=f"{node}:replication")
+        self._created += [front.name, repl.name]
+        state.links.proxies[node] = ProxyNames(front.name, front.listen, repl.name, repl.listen)
+        if node not in self._nodes:
+            self._nodes.append(node)
+
+    def node_removed(self, state: RunState, node: str) -> None:
+        """Delete the proxies of a node removed from the topology (node remove)."""
+        names = state.links.proxies.pop(node, None)
+        self._nodes = [n for n in self._nodes if n != node]
+        self._targets = [t for t in self._targets if t.node != node]
+        if names is None:
+            return
+        for name in (names.client, names.replication):
+            with contextlib.suppress(ProxyError):
+                self.client.delete_proxy(name)
+            if name in self._created:
+                self._created.remove(name)
+
     def teardown(self) -> None:
-        """Delete this run's proxies and stop the proxy server if this process started it."""
+        """Delete this run's proxies (also those of nodes another process added: ``fh-<run>-*``)
+        and stop the proxy server if this process started it."""
         for feed in self._captures:
             feed.stop()
         self._captures.clear()
         try:
+            if self._created and self._run_id is not None:  # this process set the run's proxies up
+                prefix = f"fh-{self._run_id}-"
+                with contextlib.suppress(ProxyError):
+                    self._created += [n for n in self.client.proxies() if n.startswith(prefix)
+                                      and n not in self._created]
             for name in self._created:
                 with contextlib.suppress(ProxyError):
                     self.client.delete_proxy(name)

@@ -109,6 +109,7 @@ class RunState:
     processes: list[ProcessRecord] = field(default_factory=list)
     nodes: list[NodeState] = field(default_factory=list)
     endpoints: list[EndpointRecord] = field(default_factory=list)
+    removed_nodes: list[str] = field(default_factory=list)  # names of removed nodes (never reused)
 
     # ------------------------------------------------------------------------------ lookups
     def node(self, name: str) -> NodeState:

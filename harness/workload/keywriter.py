@@ -12,6 +12,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -85,53 +86,10 @@ class KeyWriter:
         self.stop()
 
     def _run(self) -> None:
-        if self.engine in MYSQL_ENGINES:
-            self._run_mysql()
-            return
-        conn: psycopg.Connection | None = None
-        while not self._stop.is_set():
-            key = next(self._keys)
-            op_id = next(_op_ids)
-            _record(self.history, "op.invoke", process=self.process, op_id=op_id, f="write", value=key)
-            if conn is None:
-                try:
-                    # no server-side prepared statements: poolers in transaction mode mix them up
-                    conn = psycopg.connect(self._dsn(), autocommit=True, connect_timeout=2,
-                                           prepare_threshold=None)
-                except psycopg.Error as exc:
-                    self.failed += 1
-                    _record(self.history, "op.fail", process=self.process, op_id=op_id, f="write", value=key,
-                            error=_one_line(exc))
-                    self._stop.wait(self.retry_delay)
-                    continue
-            try:
-                conn.execute(f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, self.process))
-            except (psycopg.Error, ValueError) as exc:
-                # The server answered with an error (the autocommit statement certainly did not take
-                # effect: fail), or the connection broke after the statement was sent (the commit may
-                # or may not have happened: info). ValueError: a driver confused by a pooler.
-                definite = not (conn.broken or conn.closed or isinstance(exc, psycopg.OperationalError))
-                definite = definite or isinstance(exc, psycopg.errors.ReadOnlySqlTransaction)
-                if definite:
-                    self.failed += 1
-                else:
-                    self.indeterminate += 1
-                _record(self.history, "op.fail" if definite else "op.info", process=self.process, op_id=op_id,
-                        f="write", value=key, error=_one_line(exc))
-                conn.close()
-                conn = None
-                self._stop.wait(self.retry_delay)
-                continue
-            self.acknowledged.append(key)
-            _record(self.history, "op.ok", process=self.process, op_id=op_id, f="write", value=key)
-            if self.pause:
-                self._stop.wait(self.pause)
-        if conn is not None:
-            conn.close()
-
-
-    def _run_mysql(self) -> None:
-        """The same loop over the MySQL protocol (PyMySQL, autocommit; DUR-1)."""
+        """Write keys until stopped, each one recorded as an operation (DUR-1): ``op.ok`` once the
+        autocommit INSERT was acknowledged, ``op.fail`` when it certainly did not happen (no
+        connection, refused by the server), ``op.info`` when the connection broke after it was sent."""
+        proto = _protocol(self.engine)
         conn: Any = None
         while not self._stop.is_set():
             key = next(self._keys)
@@ -139,24 +97,24 @@ class KeyWriter:
             _record(self.history, "op.invoke", process=self.process, op_id=op_id, f="write", value=key)
             if conn is None:
                 try:
-                    conn = mysql.connect(self._dsn(), timeout=2)
-                except pymysql.MySQLError as exc:
+                    conn = proto.connect(self._dsn())
+                except proto.connect_errors as exc:
                     self.failed += 1
                     _record(self.history, "op.fail", process=self.process, op_id=op_id, f="write", value=key,
                             error=_one_line(exc))
                     self._stop.wait(self.retry_delay)
                     continue
             try:
-                mysql.execute(conn, f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, self.process))
-            except (pymysql.MySQLError, OSError) as exc:
-                kind = mysql.outcome_of(exc)
+                proto.insert(conn, key, self.process)
+            except proto.write_errors as exc:
+                kind = proto.outcome(conn, exc)
                 if kind == "fail":
                     self.failed += 1
                 else:
                     self.indeterminate += 1
                 _record(self.history, f"op.{kind}", process=self.process, op_id=op_id, f="write", value=key,
                         error=_one_line(exc))
-                mysql._close(conn)
+                proto.close(conn)
                 conn = None
                 self._stop.wait(self.retry_delay)
                 continue
@@ -165,7 +123,53 @@ class KeyWriter:
             if self.pause:
                 self._stop.wait(self.pause)
         if conn is not None:
-            mysql._close(conn)
+            proto.close(conn)
+
+
+@dataclass(frozen=True)
+class _Protocol:
+    """How :class:`KeyWriter` talks to one engine's protocol (DUR-1's writes)."""
+
+    connect: Callable[[str], Any]  # a new autocommit connection
+    insert: Callable[[Any, int, str], None]  # INSERT one key
+    close: Callable[[Any], None]  # close, raising nothing
+    connect_errors: tuple[type[BaseException], ...]  # a failed connect: op.fail
+    write_errors: tuple[type[BaseException], ...]  # a failed INSERT: outcome() says fail or info
+    outcome: Callable[[Any, BaseException], str]  # "fail" (certainly no effect) or "info" (unknown)
+    read_keys: Callable[[str], list[int]]  # every key present, for final_read
+    read_errors: tuple[type[BaseException], ...]  # a failed read: retried until the deadline
+
+
+def _protocol(engine: str) -> _Protocol:
+    """The protocol ``engine``'s servers speak (DUR-1's writes and final read)."""
+    return _MYSQL if engine in MYSQL_ENGINES else _POSTGRES
+
+
+def _pg_connect(dsn: str) -> psycopg.Connection:
+    # no server-side prepared statements: poolers in transaction mode mix them up
+    return psycopg.connect(dsn, autocommit=True, connect_timeout=2, prepare_threshold=None)
+
+
+def _pg_insert(conn: psycopg.Connection, key: int, process: str) -> None:
+    conn.execute(f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, process))
+
+
+def _pg_outcome(conn: psycopg.Connection, exc: BaseException) -> str:
+    """The server answered with an error (the autocommit statement certainly did not take effect:
+    fail), or the connection broke after the statement was sent (the commit may or may not have
+    happened: info). ValueError: a driver confused by a pooler."""
+    definite = not (conn.broken or conn.closed or isinstance(exc, psycopg.OperationalError))
+    definite = definite or isinstance(exc, psycopg.errors.ReadOnlySqlTransaction)
+    return "fail" if definite else "info"
+
+
+def _pg_read_keys(dsn: str) -> list[int]:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+        return [r[0] for r in conn.execute(f"SELECT k FROM {TABLE} ORDER BY k").fetchall()]
+
+
+def _mysql_insert(conn: Any, key: int, process: str) -> None:
+    mysql.execute(conn, f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)", (key, process))
 
 
 def _read_keys_mysql(dsn: str) -> list[int]:
@@ -176,6 +180,16 @@ def _read_keys_mysql(dsn: str) -> list[int]:
         mysql._close(conn)
 
 
+_POSTGRES = _Protocol(connect=_pg_connect, insert=_pg_insert, close=lambda conn: conn.close(),
+                      connect_errors=(psycopg.Error,), write_errors=(psycopg.Error, ValueError),
+                      outcome=_pg_outcome, read_keys=_pg_read_keys, read_errors=(psycopg.Error,))
+#: PyMySQL, autocommit
+_MYSQL = _Protocol(connect=lambda dsn: mysql.connect(dsn, timeout=2), insert=_mysql_insert, close=mysql._close,
+                   connect_errors=(pymysql.MySQLError,), write_errors=(pymysql.MySQLError, OSError),
+                   outcome=lambda conn, exc: mysql.outcome_of(exc), read_keys=_read_keys_mysql,
+                   read_errors=(pymysql.MySQLError,))
+
+
 def final_read(dsn: str, history: Any = None, process: str = "checker", timeout: float = 30,
                engine: str = "postgres") -> list[int]:
     """Read every key present on the principal reached by ``dsn`` (retrying until it answers) and
@@ -183,23 +197,13 @@ def final_read(dsn: str, history: Any = None, process: str = "checker", timeout:
     op_id = next(_op_ids)
     _record(history, "op.invoke", process=process, op_id=op_id, f="read_all", value=None)
     deadline = time.monotonic() + timeout
-    while engine in MYSQL_ENGINES:
-        try:
-            keys = _read_keys_mysql(dsn)
-            _record(history, "op.ok", process=process, op_id=op_id, f="read_all", value=keys)
-            return keys
-        except pymysql.MySQLError as exc:
-            if time.monotonic() >= deadline:
-                _record(history, "op.fail", process=process, op_id=op_id, f="read_all", error=_one_line(exc))
-                raise
-            time.sleep(0.05)
+    proto = _protocol(engine)
     while True:
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
-                keys = [r[0] for r in conn.execute(f"SELECT k FROM {TABLE} ORDER BY k").fetchall()]
+            keys = proto.read_keys(dsn)
             _record(history, "op.ok", process=process, op_id=op_id, f="read_all", value=keys)
             return keys
-        except psycopg.Error as exc:
+        except proto.read_errors as exc:
             if time.monotonic() >= deadline:
                 _record(history, "op.fail", process=process, op_id=op_id, f="read_all", error=_one_line(exc))
                 raise

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -18,17 +18,7 @@ import pymysql.cursors
 
 from harness.errors import ConfigError
 from harness.workload import mysql
-from harness.workload.oltp import (
-    _WATCHDOG,
-    LOADERS,
-    SESSION_TYPES,
-    TrackedSession,
-    _op_ids,
-    _record,
-    _safe,
-    one_line,
-    table_names,
-)
+from harness.workload.oltp import LOADERS, SESSION_TYPES, TrackedSession, table_names
 
 
 class MySQLConnection:
@@ -88,132 +78,61 @@ def _front_of(conn: MySQLConnection) -> str:
 
 
 class MySQLTrackedSession(TrackedSession):
-    """One application session over the MySQL protocol through the client under test (PER-1..8)."""
+    """One application session over the MySQL protocol through the client under test (PER-1..8):
+    :class:`TrackedSession`'s recording, with PyMySQL's connect, errors and socket."""
 
     connect_errors = (pymysql.MySQLError, OSError)
-
-    @property
-    def connected(self) -> bool:
-        """True while the session holds a usable connection."""
-        return self.conn is not None and not self.conn.closed and not self.conn.broken
+    op_errors = (pymysql.MySQLError, OSError, ValueError, AttributeError)
 
     def connect(self) -> Any:  # type: ignore[override]
         """Open the session's (next) front connection: ``session.open`` or ``session.reconnect``."""
         raw = mysql.connect(self._dsn(), timeout=self.connect_timeout, autocommit=self.autocommit)
         conn = MySQLConnection(raw)
-        previous = self.generation
-        self.generation += 1
-        self.conn = conn  # type: ignore[assignment]
-        self.front = _front_of(conn)
-        pid = raw.thread_id()
-        if previous == 0:
-            _record(self.history, "session.open", process=self.process, conn=self.generation, front=self.front,
-                    backend_pid=pid)
-        else:
-            _record(self.history, "session.reconnect", process=self.process, conn=self.generation,
-                    previous=previous, front=self.front, backend_pid=pid, error=self.last_error)
+        self._opened(conn, _front_of(conn), raw.thread_id())
         return conn
 
-    def interrupt(self, op_id: int | None = None) -> None:
-        """Give up on the running operation (watchdog): shut the socket down."""
-        conn = self.conn
-        if op_id is not None and (op_id != self.current_op_id or self._busy_until is None):
-            return
-        self._busy_until = None
-        if conn is None:
-            return
-        self._interrupted = True
+    @staticmethod
+    def _shutdown(conn: Any) -> None:
+        """Shut the socket down (the watchdog's ``op_timeout``)."""
         with contextlib.suppress(OSError, AttributeError):
-            conn.raw._sock.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
+            conn.raw._sock.shutdown(socket.SHUT_RDWR)
 
-    def close(self) -> None:
-        """Close the session (``session.close`` when it had a live connection)."""
-        _WATCHDOG.remove(self)
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            live = not conn.closed and not conn.broken
-            conn.close()
-            if live:
-                _record(self.history, "session.close", process=self.process, conn=self.generation)
-
-    def op(self, f: str, body: Callable[[Any], Any], value: Any = None, *, write: bool = False,
-           timeout: float | None = None) -> tuple[bool, Any]:
-        """Run ``body(conn)`` as one recorded operation (as :meth:`TrackedSession.op`)."""
-        op_id = next(_op_ids)
-        if not self.connected:
-            if self.conn is not None and not self.reconnect:
-                _record(self.history, "op.invoke", process=self.process, op_id=op_id, f=f, value=value,
-                        conn=self.generation, front=self.front)
-                error = f"ConnectionLost: the session's connection is closed ({self.last_error})"
-                _record(self.history, "op.fail", process=self.process, op_id=op_id, f=f, error=error,
-                        sqlstate=None, conn_lost=True, conn=self.generation, front=self.front)
-                self.failed += 1
-                return False, error
-            _record(self.history, "op.invoke", process=self.process, op_id=op_id, f=f, value=value,
-                    conn=None, front=None)
-            try:
-                self.connect()
-            except self.connect_errors as exc:
-                self.failed += 1
-                self.conn = None
-                self.last_error = one_line(exc)
-                _record(self.history, "op.fail", process=self.process, op_id=op_id, f=f, error=self.last_error,
-                        sqlstate=None, conn_lost=True, conn=None, front=None, phase="connect")
-                return False, self.last_error
-        else:
-            _record(self.history, "op.invoke", process=self.process, op_id=op_id, f=f, value=value,
-                    conn=self.generation, front=self.front)
-        conn = self.conn
-        assert conn is not None
-        limit = timeout if timeout is not None else self.op_timeout
-        if limit is not None:
-            _WATCHDOG.add(self)
-            self._busy_until = time.monotonic() + limit
-        self._interrupted = False
-        self.current_op_id = op_id
-        try:
-            result = body(conn)
-        except (pymysql.MySQLError, OSError, ValueError, AttributeError) as exc:
-            self._busy_until = None
-            lost = mysql.outcome_of(exc) == "info" or self._lost(conn)
-            error = one_line(exc)
-            if self._interrupted:
-                error = f"client timeout after {limit} s: {error}"
-            self.last_error = error
-            self.failed += 1
-            fields = dict(process=self.process, op_id=op_id, f=f, error=error, sqlstate=None,
-                          conn_lost=bool(lost), conn=self.generation, front=self.front,
-                          timed_out=self._interrupted)
-            if lost:
-                self.lost += 1
-                conn.broken = True
-                conn.close()
-                _record(self.history, "op.info" if write else "op.fail", **fields)
-            else:
-                _record(self.history, "op.fail", **fields)
-            return False, error
-        self._busy_until = None
-        self.ok += 1
-        _record(self.history, "op.ok", process=self.process, op_id=op_id, f=f, value=_safe(result),
-                conn=self.generation, front=self.front)
-        return True, result
+    @staticmethod
+    def _close_quietly(conn: Any) -> None:
+        """Close (:meth:`MySQLConnection.close` raises nothing)."""
+        conn.close()
 
     @staticmethod
     def _lost(conn: Any) -> bool:
         return bool(conn.closed or conn.broken or conn.raw._sock is None)
 
-    def execute(self, f: str, query: str, params: Any = None, *, write: bool = False, fetch: bool = True,
-                timeout: float | None = None, prepare: bool | None = None) -> tuple[bool, Any]:
-        """One statement as operation ``f``: ``op.ok`` value = the first column of the first row
-        (``fetch``) or the row count. ``prepare`` has no meaning for PyMySQL (text protocol)."""
-        def body(conn: MySQLConnection) -> Any:
-            cur = conn.execute(query, params)
-            if fetch and cur.description is not None:
-                row = cur.fetchone()
-                return None if row is None else _text(row[0])
-            return cur.rowcount
+    def _conn_lost_by(self, conn: Any, exc: BaseException) -> bool:
+        """Lost when the error says the connection is gone (PyMySQL's 2006/2013 and kin) or the
+        socket is."""
+        return mysql.outcome_of(exc) == "info" or self._lost(conn)
 
-        return self.op(f, body, value=query, write=write, timeout=timeout)
+    @staticmethod
+    def _sqlstate(exc: BaseException) -> str | None:
+        """PyMySQL reports no SQLSTATE."""
+        return None
+
+    def _drop_lost(self, conn: Any) -> None:
+        """Mark the connection broken and close it (the next op reconnects, PER-1)."""
+        conn.broken = True
+        conn.close()
+
+    def _after_failed_op(self, conn: Any) -> None:
+        """Nothing to do: MySQL rolls back only the failed statement and the session stays usable
+        (no aborted-transaction state as in PostgreSQL)."""
+
+    def _statement(self, conn: Any, query: str, params: Any, prepare: bool | None) -> Any:
+        """``prepare`` has no meaning for PyMySQL (text protocol)."""
+        return conn.execute(query, params)
+
+    @staticmethod
+    def _cell(value: Any) -> Any:
+        """Bytes as text (what the PostgreSQL session records for the same value)."""
+        return _text(value)
 
 
 def _text(value: Any) -> Any:

@@ -123,7 +123,15 @@ class TrackedSession:
     ``dsn`` is a connection string (or a callable returning one, read at each connect). A lost
     connection is re-opened by the next :meth:`op` when ``reconnect`` is true (``session.reconnect``);
     otherwise later ops fail with ``conn_lost``. ``op_timeout`` (s) bounds each operation: past it
-    the client gives up (socket shut down; ``op.info``/``op.fail`` with ``timed_out: true``)."""
+    the client gives up (socket shut down; ``op.info``/``op.fail`` with ``timed_out: true``).
+
+    The recording (:meth:`op`, :meth:`close`, :meth:`interrupt`) is the same for every protocol; a
+    subclass for another driver overrides :meth:`connect` and the small hooks below it."""
+
+    #: what a failed connect raises (``op.fail`` with ``phase: connect``)
+    connect_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+    #: what a failed operation raises (ValueError: psycopg confused by the server's answer)
+    op_errors: tuple[type[BaseException], ...] = (psycopg.Error, OSError, ValueError)
 
     def __init__(self, dsn: DSN, history: Any = None, process: str = "s1", *, reconnect: bool = True,
                  connect_timeout: float = 5, op_timeout: float | None = None,
@@ -160,18 +168,23 @@ class TrackedSession:
         conn = psycopg.connect(self._dsn(), autocommit=self.autocommit,
                                connect_timeout=max(1, int(self.connect_timeout)))
         conn.prepare_threshold = self.prepare_threshold
+        self._opened(conn, _front_of(conn), conn.info.backend_pid)
+        return conn
+
+    def _opened(self, conn: Any, front: str, backend_pid: Any) -> None:
+        """Adopt a just-opened front connection as the next generation and record it (PER-1's
+        "kept" is the same ``conn`` before and after a fault): ``session.open`` for the first,
+        ``session.reconnect`` (``previous`` = the lost generation) for every later one."""
         previous = self.generation
         self.generation += 1
         self.conn = conn
-        self.front = _front_of(conn)
-        pid = conn.info.backend_pid
+        self.front = front
         if previous == 0:
             _record(self.history, "session.open", process=self.process, conn=self.generation, front=self.front,
-                    backend_pid=pid)
+                    backend_pid=backend_pid)
         else:
             _record(self.history, "session.reconnect", process=self.process, conn=self.generation,
-                    previous=previous, front=self.front, backend_pid=pid, error=self.last_error)
-        return conn
+                    previous=previous, front=self.front, backend_pid=backend_pid, error=self.last_error)
 
     def interrupt(self, op_id: int | None = None) -> None:
         """Give up on the running operation (watchdog): shut the socket down. With ``op_id``, only if
@@ -183,6 +196,11 @@ class TrackedSession:
         if conn is None:
             return
         self._interrupted = True
+        self._shutdown(conn)
+
+    @staticmethod
+    def _shutdown(conn: Any) -> None:
+        """Shut the connection's socket down in both directions (the watchdog's ``op_timeout``)."""
         try:
             sock = socket.socket(fileno=socket.dup(conn.fileno()))
         except (OSError, psycopg.Error):
@@ -194,16 +212,21 @@ class TrackedSession:
         finally:
             sock.close()
 
+    @staticmethod
+    def _close_quietly(conn: Any) -> None:
+        """Close the connection; an error closing an already broken one is not an outcome."""
+        try:
+            conn.close()
+        except psycopg.Error:
+            pass
+
     def close(self) -> None:
         """Close the session (``session.close`` when it had a live connection)."""
         _WATCHDOG.remove(self)
         conn, self.conn = self.conn, None
         if conn is not None:
             live = not conn.closed and not conn.broken
-            try:
-                conn.close()
-            except psycopg.Error:
-                pass
+            self._close_quietly(conn)
             if live:
                 _record(self.history, "session.close", process=self.process, conn=self.generation)
 
@@ -233,7 +256,7 @@ class TrackedSession:
                     conn=None, front=None)
             try:
                 self.connect()
-            except psycopg.Error as exc:
+            except self.connect_errors as exc:
                 self.failed += 1
                 self.conn = None
                 self.last_error = one_line(exc)
@@ -253,31 +276,23 @@ class TrackedSession:
         self.current_op_id = op_id
         try:
             result = body(conn)
-        except (psycopg.Error, OSError, ValueError) as exc:  # ValueError: psycopg confused by the server's answer
+        except self.op_errors as exc:
             self._busy_until = None
-            lost = conn.closed or conn.broken or isinstance(exc, psycopg.OperationalError) and self._lost(conn)
+            lost = self._conn_lost_by(conn, exc)
             error = one_line(exc)
             if self._interrupted:
                 error = f"client timeout after {limit} s: {error}"
             self.last_error = error
             self.failed += 1
-            sqlstate = getattr(exc, "sqlstate", None)
-            fields = dict(process=self.process, op_id=op_id, f=f, error=error, sqlstate=sqlstate,
+            fields = dict(process=self.process, op_id=op_id, f=f, error=error, sqlstate=self._sqlstate(exc),
                           conn_lost=bool(lost), conn=self.generation, front=self.front,
                           timed_out=self._interrupted)
             if lost:
                 self.lost += 1
-                try:
-                    conn.close()
-                except psycopg.Error:
-                    pass
+                self._drop_lost(conn)
                 _record(self.history, "op.info" if write else "op.fail", **fields)
             else:
-                if not self.autocommit and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    try:
-                        conn.rollback()
-                    except psycopg.Error:
-                        pass
+                self._after_failed_op(conn)
                 _record(self.history, "op.fail", **fields)
             return False, error
         self._busy_until = None
@@ -295,15 +310,49 @@ class TrackedSession:
         except Exception:  # noqa: BLE001 - a torn pgconn counts as lost
             return True
 
+    # ------------------------------------------------------- per-protocol hooks of op()
+    def _conn_lost_by(self, conn: Any, exc: BaseException) -> bool:
+        """Whether the failed operation left the front connection gone (``conn_lost``, the
+        "closed" of PER-3..PER-8; a lost write is ``op.info``)."""
+        return bool(conn.closed or conn.broken or isinstance(exc, psycopg.OperationalError) and self._lost(conn))
+
+    @staticmethod
+    def _sqlstate(exc: BaseException) -> str | None:
+        """The SQLSTATE the server answered with (PER-3..PER-8 evidence), or None."""
+        return getattr(exc, "sqlstate", None)
+
+    def _drop_lost(self, conn: Any) -> None:
+        """Let go of a connection a failed operation lost (the next op reconnects, PER-1)."""
+        self._close_quietly(conn)
+
+    def _after_failed_op(self, conn: Any) -> None:
+        """Leave a live connection usable after an error the server raised: roll back the open
+        transaction when the session does not autocommit (the next op does not start inside a
+        failed transaction, which PER-7 would read as one still open)."""
+        if not self.autocommit and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            try:
+                conn.rollback()
+            except psycopg.Error:
+                pass
+
+    def _statement(self, conn: Any, query: str, params: Any, prepare: bool | None) -> Any:
+        """Run one statement on ``conn``; returns the cursor (``description``, ``fetchone``, ``rowcount``)."""
+        return conn.execute(query, params, prepare=prepare)
+
+    @staticmethod
+    def _cell(value: Any) -> Any:
+        """A fetched value as the history keeps it (``op.ok`` value, ``state.read`` of PER-2)."""
+        return value
+
     def execute(self, f: str, query: str, params: Any = None, *, write: bool = False,
                 fetch: bool = True, timeout: float | None = None, prepare: bool | None = None) -> tuple[bool, Any]:
         """One statement as operation ``f`` (value = the SQL text): ``op.ok`` value = the first column
         of the first row (``fetch``) or the row count."""
         def body(conn: psycopg.Connection) -> Any:
-            cur = conn.execute(query, params, prepare=prepare)
+            cur = self._statement(conn, query, params, prepare)
             if fetch and cur.description is not None:
                 row = cur.fetchone()
-                return None if row is None else row[0]
+                return None if row is None else self._cell(row[0])
             return cur.rowcount
 
         return self.op(f, body, value=query, write=write, timeout=timeout)

@@ -24,6 +24,7 @@ import socket
 import time
 from typing import Any
 
+from harness.clients.icm.pools import pool_entries, pool_name
 from harness.clients.icm.process import ProcessRouter
 from harness.errors import ClientStartError
 
@@ -35,10 +36,6 @@ LIMITATIONS = {
     "ICM-5": "balance leastconn counts HAProxy's own connections, not the servers' load",
     "ICM-7": "a proxy: requests after a server failure are redispatched to another server without an error",
 }
-
-
-def _backend(scheme: str, database: str) -> str:
-    return f"{scheme}_{database.removesuffix('.nsf')}"
 
 
 class HaproxyRouter(ProcessRouter):
@@ -66,7 +63,7 @@ class HaproxyRouter(ProcessRouter):
         for scheme in ("http", "https"):
             bind = f"    bind 127.0.0.1:{self.ports[scheme]}" + (f" ssl crt {c.cert_path}" if scheme == "https" else "")
             lines += [f"frontend fe_{scheme}", bind]
-            lines += [f"    use_backend {_backend(scheme, db)} if {{ path_beg /{db} }}" for db in c.databases()]
+            lines += [f"    use_backend {pool_name(scheme, db)} if {{ path_beg /{db} }}" for db in c.databases()]
             lines.append("")
         for scheme in ("http", "https"):  # one health check per server port; every backend tracks it
             tls = f" ssl verify required ca-file {c.ca_path} sni str(localhost)" if scheme == "https" else ""
@@ -78,17 +75,15 @@ class HaproxyRouter(ProcessRouter):
                 lines.append(f"    server {server} {host}:{port} check{tls}")
             lines.append("")
             for db in c.databases():
-                lines += [f"backend {_backend(scheme, db)}", "    balance leastconn"]
-                for server in c.holders(db):
-                    host, port = c.address(server, scheme)
-                    s = c.settings(server)
-                    maxconn = f" maxconn {s.max_users}" if s.max_users else ""
-                    disabled = " disabled" if s.restricted else ""
-                    track = f"track check_{scheme}/{server}"
-                    lines.append(f"    server {server} {host}:{port}{tls} {track}{maxconn}{disabled}")
-                for server in c.holders(db):
-                    host, port = c.address(server, scheme)
-                    lines.append(f"    server {server}_backup {host}:{port}{tls} track check_{scheme}/{server} backup")
+                lines += [f"backend {pool_name(scheme, db)}", "    balance leastconn"]
+                for e in pool_entries(c, scheme, db):
+                    track = f"track check_{scheme}/{e.server}"
+                    if e.backup:
+                        lines.append(f"    server {e.server}_backup {e.host}:{e.port}{tls} {track} backup")
+                        continue
+                    maxconn = f" maxconn {e.max_users}" if e.max_users else ""
+                    disabled = " disabled" if e.restricted else ""
+                    lines.append(f"    server {e.server} {e.host}:{e.port}{tls} {track}{maxconn}{disabled}")
                 lines.append("")
         return "\n".join(lines) + "\n"
 
@@ -132,12 +127,10 @@ class HaproxyRouter(ProcessRouter):
             for db in self.cluster.databases():
                 if server not in self.cluster.holders(db):
                     continue
-                be = _backend(scheme, db)
+                be = pool_name(scheme, db)
                 self.admin(f"set server {be}/{server} state {'drain' if fields.get('restricted') else 'ready'}")
                 self.admin(f"set maxconn server {be}/{server} {fields.get('max_users') or 0}")
-        if self.history is not None:
-            self.history.record("client.reconfigured", client=self.name, server=server,
-                                restricted=fields.get("restricted"), max_users=fields.get("max_users"))
+        self.record_reconfigured(fields)
 
 
 def haproxy_router(cluster: Any, history: Any = None, **options: Any) -> HaproxyRouter:

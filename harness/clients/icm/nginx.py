@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.clients.icm.pools import pool_entries, pool_name
 from harness.clients.icm.process import ProcessRouter
 from harness.errors import ClientStartError
 from harness.topology.process import database_user
@@ -37,10 +38,6 @@ LIMITATIONS = {
     "ICM-5": "least_conn counts nginx's own connections, not the servers' load",
     "ICM-7": "a proxy: requests after a server failure go to another server without an error",
 }
-
-
-def _upstream(scheme: str, database: str) -> str:
-    return f"{scheme}_{database.removesuffix('.nsf')}"
 
 
 class NginxRouter(ProcessRouter):
@@ -68,16 +65,14 @@ class NginxRouter(ProcessRouter):
                "  proxy_http_version 1.1;", '  proxy_set_header Connection "";', "  keepalive_timeout 0;"]
         for scheme in ("http", "https"):
             for db in c.databases():
-                out.append(f"  upstream {_upstream(scheme, db)} {{")
+                out.append(f"  upstream {pool_name(scheme, db)} {{")
                 out.append("    least_conn;")
-                for server in c.holders(db):
-                    host, port = c.address(server, scheme)
-                    s = c.settings(server)
-                    extra = (f" max_conns={s.max_users}" if s.max_users else "") + (" down" if s.restricted else "")
-                    out.append(f"    server {host}:{port} max_fails=1 fail_timeout=2s{extra};")
-                for server in c.holders(db):
-                    host, port = c.address(server, scheme)
-                    out.append(f"    server {host}:{port} max_fails=1 fail_timeout=2s backup;")
+                for e in pool_entries(c, scheme, db):
+                    if e.backup:
+                        extra = " backup"
+                    else:
+                        extra = (f" max_conns={e.max_users}" if e.max_users else "") + (" down" if e.restricted else "")
+                    out.append(f"    server {e.host}:{e.port} max_fails=1 fail_timeout=2s{extra};")
                 out.append("  }")
         for scheme in ("http", "https"):
             listen = f"127.0.0.1:{self.ports[scheme]}" + (" ssl" if scheme == "https" else "")
@@ -85,7 +80,7 @@ class NginxRouter(ProcessRouter):
             if scheme == "https":
                 out += [f"    ssl_certificate {c.cert_path};", f"    ssl_certificate_key {c.cert_path};"]
             for db in c.databases():
-                out += [f"    location /{db} {{", f"      proxy_pass {scheme}://{_upstream(scheme, db)};"]
+                out += [f"    location /{db} {{", f"      proxy_pass {scheme}://{pool_name(scheme, db)};"]
                 if scheme == "https":
                     out += ["      proxy_ssl_verify on;", f"      proxy_ssl_trusted_certificate {c.ca_path};",
                             "      proxy_ssl_name localhost;"]
@@ -107,9 +102,7 @@ class NginxRouter(ProcessRouter):
         deadline = time.monotonic() + 5  # the reload is done once a worker with the new configuration runs
         while time.monotonic() < deadline and not (_workers(self.pid) - before):
             time.sleep(0.01)
-        if self.history is not None:
-            self.history.record("client.reconfigured", client=self.name, server=fields.get("server"),
-                                restricted=fields.get("restricted"), max_users=fields.get("max_users"))
+        self.record_reconfigured(fields)
 
 
 def _workers(master: int) -> set[int]:

@@ -96,6 +96,13 @@ class ProcessRouter:
         tmp.replace(path)
         return path
 
+    def record_reconfigured(self, fields: dict[str, Any]) -> None:
+        """Record ``client.reconfigured`` after :meth:`on_change` applied a server's RESTRICTED /
+        Server_MaxUsers change (ICM-4: what the router was told, for the checkers)."""
+        if self.history is not None:
+            self.history.record("client.reconfigured", client=self.name, server=fields.get("server"),
+                                restricted=fields.get("restricted"), max_users=fields.get("max_users"))
+
     def _changed(self, type_: str, fields: dict[str, Any]) -> None:
         try:
             self.on_change(type_, fields)

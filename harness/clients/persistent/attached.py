@@ -4,9 +4,11 @@ them before the role swap and resume them after it (RULEBOOK PER-1, PER-4), from
 
 * ``reference``: the proxy's HTTP admin API - ``POST /drain``, then ``POST /resume`` without an
   address (the proxy finds the new principal itself, from the run state), with the admin token read
-  from its 0600 token file (never printed).
+  from its 0600 token file (never printed); before a node removal (``fault remove-node``)
+  ``POST /remove-node`` with that node's address on the proxy's back-end path (PER-9/PER-10).
 * ``pgbouncer-session`` / ``pgbouncer-transaction``: :class:`PgBouncerClient` rebuilt over the running
   pgbouncer (its folder and port): ``PAUSE`` / rewrite ``[databases]`` + ``RELOAD`` / ``RESUME``.
+  It has no node concept (it points at the principal only), so a node removal asks nothing of it.
 """
 
 from __future__ import annotations
@@ -24,11 +26,16 @@ from harness.errors import ConfigError, CoordinationError
 class AdminCoordinator:
     """A running reference proxy, driven through its admin API (PER-4 drain, PER-1/2/3 resume)."""
 
-    def __init__(self, name: str, admin: str, token_file: str, drain_timeout: float | None = None) -> None:
+    def __init__(self, name: str, admin: str, token_file: str, drain_timeout: float | None = None,
+                 addresses: dict[Address, Address] | None = None) -> None:
         self.name = name
         self.url = f"http://{admin}"
         self.token_file = Path(token_file)
         self.drain_timeout = drain_timeout
+        #: a node's client address -> its address on the proxy's back-end path (``--via server``)
+        self.addresses = dict(addresses or {})
+        #: the proxy's answer to the last ``POST /remove-node`` (``moved``, ``closed``, ``seconds``)
+        self.last_removal: Any = None
 
     def _post(self, path: str, body: dict[str, Any], timeout: float) -> Any:
         try:
@@ -54,6 +61,14 @@ class AdminCoordinator:
         back end may be the nodes' server addresses, not the client-facing one passed here)."""
         return self._post("/resume", {}, timeout=90.0)
 
+    def before_remove_node(self, address: Address) -> Any:
+        """``POST /remove-node`` for the node whose client address is ``address`` (PER-9/PER-10: the
+        proxy routes away from it, lets a running query finish within its removal window, moves or
+        closes the sessions there, then answers)."""
+        host, port = self.addresses.get((str(address[0]), int(address[1])), (str(address[0]), int(address[1])))
+        self.last_removal = self._post("/remove-node", {"host": host, "port": port}, timeout=90.0)
+        return self.last_removal
+
 
 def pgbouncer_over(topo: Any, endpoint: Any) -> PgBouncerClient:
     """A :class:`PgBouncerClient` over the pgbouncer an endpoint record names (its folder, port,
@@ -67,6 +82,15 @@ def pgbouncer_over(topo: Any, endpoint: Any) -> PgBouncerClient:
     return client
 
 
+def _back_addresses(topo: Any, via: str) -> dict[Address, Address]:
+    """Each node's client address -> its address on an attached client's back-end path."""
+    out: dict[Address, Address] = {}
+    for n in topo.nodes:
+        client = (str(n.client_address[0]), int(n.client_address[1]))
+        out[client] = (str(n.server_address[0]), int(n.server_address[1])) if via == "server" else client
+    return out
+
+
 def coordinators_for(topo: Any, endpoints: list[Any]) -> list[Any]:
     """One switchover coordinator per attached client of the run (PER-1/PER-4); a kind this harness
     cannot coordinate is a ConfigError naming it."""
@@ -75,7 +99,7 @@ def coordinators_for(topo: Any, endpoints: list[Any]) -> list[Any]:
         if e.kind == "reference":
             if not e.admin or not e.token_file:
                 raise ConfigError(f"attached proxy {e.name} has no admin API to coordinate it; start it with --run")
-            out.append(AdminCoordinator(e.name, e.admin, e.token_file))
+            out.append(AdminCoordinator(e.name, e.admin, e.token_file, addresses=_back_addresses(topo, e.backend)))
         elif e.kind.startswith("pgbouncer"):
             out.append(pgbouncer_over(topo, e))
         else:

@@ -10,20 +10,19 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from harness.clients.persistent.protocol import Address, ClientBase
-from harness.errors import ClientStartError, ConfigError, HarnessError, MissingDependencyError, PortInUseError
+from harness.clients.persistent.pooler import PoolerProgram
+from harness.clients.persistent.protocol import Address
+from harness.errors import ConfigError, MissingDependencyError, PortInUseError
 from harness.ports import allocate_port, release_port, retry_on_port_in_use
 from harness.secrets import write_private_file
 from harness.topology import postgres as pg
-from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
+from harness.topology.process import database_user, kill_group, signal_group, spawn_server, wait_gone
 
 PGBOUNCER_BIN = os.environ.get("FAILOVER_HARNESS_PGBOUNCER") or shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -62,7 +61,7 @@ def pgbouncer_version() -> str:
     return (out.stdout or out.stderr).splitlines()[0].strip()
 
 
-class PgBouncerClient(ClientBase):
+class PgBouncerClient(PoolerProgram):
     """Real PgBouncer 1.18 (session or transaction pooling) as a PER-profile client: run in the
     foreground as the unprivileged database user from its own ini in a folder of the pair's run
     directory (so the run's teardown kills it even if this object is lost). Coordinated switchover:
@@ -78,24 +77,15 @@ class PgBouncerClient(ClientBase):
         if pool_mode not in ("session", "transaction"):
             raise ConfigError(f"pgbouncer pool_mode must be 'session' or 'transaction', not {pool_mode!r}")
         self.name = f"pgbouncer-{pool_mode}"
-        super().__init__(pair, history, drain_window, recovery_window)
+        super().__init__(pair, history, drain_window, recovery_window, via_fault_proxy=via_fault_proxy)
         self.pool_mode = pool_mode
         self.pool_size = pool_size
         self.server_login_retry = server_login_retry
-        self.via_fault_proxy = via_fault_proxy
-        self.dir: Path | None = None
-        self.port: int | None = None
-        self.pid: int | None = None
-        self.version: str | None = None
         self._target: Address | None = None
         self._pause_conn: psycopg.Connection | None = None
         self._pause_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------------- lifecycle
-    def _principal_address(self) -> Address:
-        node = self.pair.principal
-        return tuple(node.client_address if self.via_fault_proxy else node.server_address)  # type: ignore[return-value]
-
     def _write_ini(self, target: Address) -> None:
         assert self.dir is not None and self.port is not None
         databases = (f"{pg.APP_DATABASE} = host={target[0]} port={target[1]} dbname={pg.APP_DATABASE}\n"
@@ -115,11 +105,7 @@ class PgBouncerClient(ClientBase):
         a login through it."""
         self.version = pgbouncer_version()
         run_as = database_user()
-        base = getattr(self.pair, "path", None)
-        parent = Path(base) if base and Path(base).is_dir() else None
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=parent))
-        os.chmod(self.dir, 0o755)
-        run_as.chown(self.dir)
+        self.dir = self._make_dir(f"{self.name}-", run_as)
         self.port = allocate_port()
         # the password reaches pgbouncer in a 0600 file only (never its command line, issue 17)
         run_as.chown(write_private_file(self.dir / "userlist.txt", f'"{self.user}" "{self.password}"\n'))
@@ -161,14 +147,6 @@ class PgBouncerClient(ClientBase):
             self._register_pid(remove=True)
             self.pid = None
 
-    def _register_pid(self, remove: bool = False) -> None:
-        """Make the PID part of the pair's run so ``down``/the reaper stop it too (``remove``: forget it)."""
-        register = getattr(self.pair, "register_process", None)
-        if self.pid is None or register is None or not getattr(self.pair, "run_id", None):
-            return
-        with contextlib.suppress(OSError, HarnessError):
-            register(self.name, self.pid, remove=remove)
-
     def _log_tail(self) -> str:
         if self.dir is None:
             return ""
@@ -179,26 +157,16 @@ class PgBouncerClient(ClientBase):
         return "\n".join(lines)
 
     def _wait_ready(self, timeout: float = 15) -> None:
-        deadline = time.monotonic() + timeout
-        last: str = ""
-        while time.monotonic() < deadline:
-            if self.pid is None or not pid_alive(self.pid):
-                raise ClientStartError(f"pgbouncer exited at start:\n{self._log_tail()}")
-            log = self._log_tail()
-            if f"cannot listen on 127.0.0.1:{self.port}" in log:  # it would go on with its Unix socket only
-                raise PortInUseError(f"pgbouncer could not bind 127.0.0.1:{self.port} (Address already in use)",
-                                     self.port)
-            if f"listening on 127.0.0.1:{self.port}" not in log:  # not bound yet: do not log in elsewhere
-                time.sleep(0.02)
-                continue
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
-                return
-            except psycopg.Error as exc:
-                last = str(exc).strip()
-            time.sleep(0.05)
-        raise ClientStartError(f"pgbouncer did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
+        self._wait_login("pgbouncer", timeout, self._listening, poll=0.02, retry=0.05)
+
+    def _listening(self) -> bool:
+        """Whether pgbouncer's log says it listens on its TCP port (not bound yet: do not log in
+        elsewhere); PortInUseError when it could not bind it (it would go on with its Unix socket only)."""
+        log = self._log_tail()
+        if f"cannot listen on 127.0.0.1:{self.port}" in log:
+            raise PortInUseError(f"pgbouncer could not bind 127.0.0.1:{self.port} (Address already in use)",
+                                 self.port)
+        return f"listening on 127.0.0.1:{self.port}" in log
 
     def stop(self) -> None:
         """Stop pgbouncer (SIGTERM: immediate shutdown in 1.18; then SIGKILL of its process group),
@@ -210,9 +178,7 @@ class PgBouncerClient(ClientBase):
         if self.port is not None:
             release_port(self.port)
             self.port = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        self._remove_dir()
         self.address = None
 
     # ------------------------------------------------------------------------- admin console
@@ -281,8 +247,7 @@ class PgBouncerClient(ClientBase):
     def after_switchover(self, new_principal_address: Address) -> dict[str, Any]:
         """Re-point ``[databases]`` at the new principal, ``RELOAD``, ``RESUME``."""
         t0 = time.monotonic()
-        target: Address = (tuple(new_principal_address) if self.via_fault_proxy  # type: ignore[assignment]
-                           else self._principal_address())
+        target = self._switchover_target(new_principal_address)
         self._write_ini(target)
         errors: list[str] = []
         with self.admin() as conn:

@@ -14,18 +14,15 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from harness.clients.persistent.protocol import Address, ClientBase
-from harness.errors import ClientStartError, HarnessError, MissingDependencyError
+from harness.clients.persistent.pooler import PoolerProgram
+from harness.clients.persistent.protocol import Address
+from harness.errors import MissingDependencyError
 from harness.ports import allocate_port, release_port
 from harness.secrets import write_private_file
-from harness.topology.process import database_user, kill_group, pid_alive, signal_group, spawn_server, wait_gone
+from harness.topology.process import database_user, kill_group, signal_group, spawn_server, wait_gone
 
 PGPOOL_BIN = os.environ.get("FAILOVER_HARNESS_PGPOOL") or shutil.which("pgpool") or "/usr/sbin/pgpool"
 
@@ -64,7 +61,7 @@ def pgpool_version() -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0]
 
 
-class PgpoolClient(ClientBase):
+class PgpoolClient(PoolerProgram):
     """pgpool-II 4.3 in raw mode before the principal; after a switchover it is re-pointed and
     restarted (its sessions are lost: pgpool cannot keep them, PER-1)."""
 
@@ -72,19 +69,10 @@ class PgpoolClient(ClientBase):
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, children: int = 32, via_fault_proxy: bool = True) -> None:
-        super().__init__(pair, history, drain_window, recovery_window)
+        super().__init__(pair, history, drain_window, recovery_window, via_fault_proxy=via_fault_proxy)
         self.children = children
-        self.via_fault_proxy = via_fault_proxy
-        self.dir: Path | None = None
-        self.port: int | None = None
         self.pcp_port: int | None = None
-        self.pid: int | None = None
-        self.version: str | None = None
         self._run_as: Any = None
-
-    def _principal_address(self) -> Address:
-        node = self.pair.principal
-        return tuple(node.client_address if self.via_fault_proxy else node.server_address)  # type: ignore[return-value]
 
     def _write_conf(self, target: Address) -> None:
         assert self.dir is not None
@@ -99,11 +87,7 @@ class PgpoolClient(ClientBase):
         database user, wait until it accepts a login."""
         self.version = pgpool_version()
         self._run_as = database_user()
-        base = getattr(self.pair, "path", None)
-        parent = Path(base) if base and Path(base).is_dir() else None
-        self.dir = Path(tempfile.mkdtemp(prefix="pgpool-", dir=parent))
-        os.chmod(self.dir, 0o755)
-        self._run_as.chown(self.dir)
+        self.dir = self._make_dir("pgpool-", self._run_as)
         self.port, self.pcp_port = allocate_port(), allocate_port()
         self._run_as.chown(write_private_file(self.dir / "pool_passwd", f"{self.user}:TEXT{self.password}\n"))
         hba = self.dir / "pool_hba.conf"
@@ -128,13 +112,6 @@ class PgpoolClient(ClientBase):
         self.address = ("127.0.0.1", self.port)  # type: ignore[assignment]
         self._wait_ready()
 
-    def _register_pid(self, remove: bool = False) -> None:
-        register = getattr(self.pair, "register_process", None)
-        if self.pid is None or register is None or not getattr(self.pair, "run_id", None):
-            return
-        with contextlib.suppress(OSError, HarnessError):
-            register(self.name, self.pid, remove=remove)
-
     def _log_tail(self) -> str:
         if self.dir is None:
             return ""
@@ -143,22 +120,7 @@ class PgpoolClient(ClientBase):
         return ""
 
     def _wait_ready(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            if self.pid is None or not pid_alive(self.pid):
-                raise ClientStartError(f"pgpool exited at start:\n{self._log_tail()}")
-            if "successfully started" not in self._log_tail():
-                time.sleep(0.05)
-                continue
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
-                return
-            except psycopg.Error as exc:
-                last = str(exc).strip()
-            time.sleep(0.1)
-        raise ClientStartError(f"pgpool did not accept a login within {timeout} s ({last}):\n{self._log_tail()}")
+        self._wait_login("pgpool", timeout, lambda: "successfully started" in self._log_tail(), poll=0.05, retry=0.1)
 
     def _kill(self) -> None:
         if self.pid is not None:
@@ -177,9 +139,7 @@ class PgpoolClient(ClientBase):
             if port is not None:
                 release_port(port)
         self.port = self.pcp_port = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        self._remove_dir()
         self.address = None
 
     def before_switchover(self) -> dict[str, Any]:
@@ -189,8 +149,7 @@ class PgpoolClient(ClientBase):
     def after_switchover(self, new_principal_address: Address) -> dict[str, Any]:
         """Re-point ``backend_*0`` at the new principal and restart pgpool (its sessions are lost)."""
         t0 = time.monotonic()
-        target: Address = (tuple(new_principal_address) if self.via_fault_proxy  # type: ignore[assignment]
-                           else self._principal_address())
+        target = self._switchover_target(new_principal_address)
         self._kill()
         self._launch(target)
         result = {"target": f"{target[0]}:{target[1]}", "restarted": True, "seconds": time.monotonic() - t0}

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.clients.persistent.protocol import Address, ClientBase
+from harness.clients.persistent.embedded import EmbeddedProxyClient
+from harness.clients.persistent.protocol import Address
 from harness.errors import ConfigError
 from harness.persistproxy import ProxyConfig, ThreadedPersistentProxy
 from harness.topology import postgres as pg
 
 
-class ReferenceClient(ClientBase):
+class ReferenceClient(EmbeddedProxyClient):
     """The reference persistent-connection proxy (:class:`ThreadedPersistentProxy`, PER-1..8) in
     front of the pair, reaching the principal through its client-facing (fault-proxied) address;
     ``before_switchover`` = ``drain()``, ``after_switchover(address)`` = ``resume(address)``.
     ``admin=("127.0.0.1", 0)`` also serves the HTTP admin API; its token is :attr:`admin_token` and
     its ``POST /resume`` accepts only the pair's nodes (their client-facing addresses)."""
-
-    name = "reference"
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, admin: Address | None = None, **options: Any) -> None:
@@ -46,20 +45,6 @@ class ReferenceClient(ClientBase):
         """Where the admin API listens once started (None without ``admin=``)."""
         return self.proxy.admin_address
 
-    def start(self) -> Address:
-        """Start the proxy thread and listener."""
-        self.address = self.proxy.start()
-        self._emit("client.start", address=f"{self.address[0]}:{self.address[1]}")
-        return self.address
-
-    def before_switchover(self) -> Any:
-        """PER-4: drain (hold new work, wait up to the drain window, keep or close each session)."""
-        return self.proxy.drain()
-
-    def after_switchover(self, new_principal_address: Address) -> Any:
-        """PER-1/2/3: reconnect kept sessions to the new principal, replay state, release them."""
-        return self.proxy.resume(tuple(new_principal_address))
-
     def endpoint_address(self, kind: str) -> Address:
         """Where the read-only endpoint ``kind`` listens (PER-10; ``cluster`` = :attr:`address`)."""
         if kind == "cluster" and self.address is not None:
@@ -79,16 +64,6 @@ class ReferenceClient(ClientBase):
         """PER-9/10: route away from the read-only node at ``address``, move or close its sessions."""
         return self.proxy.remove_node(tuple(address))
 
-    def status(self) -> dict[str, Any]:
-        """The proxy's status (sessions, counters)."""
-        return self.proxy.status()
-
-    def stop(self) -> None:
-        """Stop the proxy (closes every session)."""
-        if self.address is not None:
-            self.proxy.stop()
-            self._emit("client.stop")
-        self.address = None
 
 
 def _node_addresses(pair: Any) -> list[Address]:

@@ -3,13 +3,13 @@
 Pure checkers ``check_acr_N(events, **params) -> Verdict``; no I/O. See ``docs/acr.md``.
 :mod:`~harness.rules.acr.model` reads the history (operations, transports seen by the fault proxy
 and the refused-connect capture, member faults, published member lists, the server's statements per
-session); :mod:`~harness.rules.acr.checks` holds the checkers. Importing the package registers them
-with :mod:`harness.rules.registry`; the names below are the registry's recording wrappers."""
+session); :mod:`~harness.rules.acr.checks` holds the checkers, :mod:`~harness.rules.acr.judging` the
+steps they share. Importing the package registers them with :mod:`harness.rules.registry`; the names
+below are the registry's recording wrappers."""
 
 from __future__ import annotations
 
 from harness.rules.acr.checks import (
-    MODES,
     check_acr_1,
     check_acr_2,
     check_acr_3,
@@ -20,6 +20,7 @@ from harness.rules.acr.checks import (
     check_acr_8,
     check_acr_9,
 )
+from harness.rules.acr.judging import MODES
 from harness.rules.acr.model import Model, build
 from harness.rules.registry import Checker, register
 

@@ -1,54 +1,34 @@
 """ACR-1 … ACR-9 checkers (RULEBOOK, seed 003): pure functions ``(events, **params) -> Verdict`` over
 the model of :mod:`harness.rules.acr.model`. Every verdict's evidence names the events that decide
-it; a rule whose situation the history does not contain is *unknown*, never kept."""
+it; a rule whose situation the history does not contain is *unknown*, never kept (the shared steps:
+:mod:`harness.rules.acr.judging`)."""
 
 from __future__ import annotations
 
 from harness.errors import ConfigError
 from harness.history.core import Event
+from harness.rules.acr.judging import (
+    describe,
+    end_of,
+    failed_under,
+    kept_or_unknown,
+    replay_before,
+    replayed,
+    unjudgeable,
+)
 from harness.rules.acr.model import (
     SQLSTATE_COMM,
     SQLSTATE_REROUTED,
     Op,
-    Session,
     all_primary_down,
     build,
     disruptions,
-    first_of,
     registers,
     session_resources,
-    sets_in,
     txn_declares,
     txn_wrote,
 )
 from harness.rules.verdict import UNKNOWN, Verdict
-
-MODES = ("seamless", "non-seamless")
-
-
-def _mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ConfigError(f"ACR: mode must be one of {', '.join(MODES)}, not {mode!r}")
-    return mode
-
-
-def _no_topology(rule: str, expected: str) -> Verdict:
-    return Verdict(rule, UNKNOWN, expected=expected, observed="no acr.topology event: not an ACR history")
-
-
-def _describe(op: Op) -> str:
-    what = op.sql or op.f
-    if op.status == "ok":
-        return f"{what!r} returned normally"
-    return f"{what!r} raised {op.fields.get('error_class', op.status)} (SQLSTATE {op.fields.get('sqlstate')})"
-
-
-def _replayed(session: Session | None, wanted: list[str], until: float | None) -> tuple[bool, list[str], list[int]]:
-    """Whether ``session`` received exactly ``wanted`` SETs (in order) before ``until``."""
-    if session is None:
-        return False, [], []
-    got = sets_in(session, until)
-    return [s for s, _ in got] == wanted, [s for s, _ in got], [i for _, i in got]
 
 
 def _window(op: Op) -> tuple[float, float]:
@@ -66,8 +46,8 @@ def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
     published last before that attempt, not counting the member that just failed."""
     rule, expected = "ACR-1", "each reroute tries first the highest-weight member of the server list the group returned"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
+    if (unknown := unjudgeable(m, rule, expected)) is not None:
+        return unknown
     judged, evidence = [], []
     for op, broken in disruptions(m):
         ok_after = next((o for o in m.ops if o.t0 >= op.t0 and o.status == "ok"
@@ -86,13 +66,11 @@ def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
         evidence += [op.invoke, tries[0].index]
         if tries[0].address.name != best[0] and dict(cands).get(tries[0].address.name, -1) < best[1]:
             return Verdict(rule, False, expected=expected,
-                           observed=f"after {broken.address.name} failed under {_describe(op)}, the client tried "
+                           observed=f"after {broken.address.name} failed under {describe(op)}, the client tried "
                                     f"{tries[0].address.name} first; the server list was "
                                     f"{', '.join(f'{n}/{w}' for n, w in listed)}", evidence=[op.invoke, tries[0].index])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no reroute to a listed member observed")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} reroute(s) went to the top of the list",
-                   evidence=evidence)
+    return kept_or_unknown(rule, expected, judged, unknown="no reroute to a listed member observed",
+                           kept=f"{len(judged)} reroute(s) went to the top of the list", evidence=evidence)
 
 
 # ---------------------------------------------------------------------- ACR-2
@@ -107,10 +85,8 @@ def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seaml
     rule = "ACR-2"
     expected = "a failed first statement returns normally, rerun on a new member after the SETs were replayed"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
-    if _mode(mode) != "seamless":
-        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in non-seamless mode")
+    if (unknown := unjudgeable(m, rule, expected, mode)) is not None:
+        return unknown
     judged = []
     for op, broken in disruptions(m):
         if op.f != "execute" or op.n != 0 or session_resources(m, op.t0) or all_primary_down(m, op.t0):
@@ -119,22 +95,18 @@ def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seaml
         if op.status != "ok":
             return Verdict(rule, False, expected=expected,
                            observed=f"the first statement of transaction {op.txn} failed on {broken.address.name} and "
-                                    f"{_describe(op)}", evidence=[broken.index, op.invoke, op.end or op.invoke])
+                                    f"{describe(op)}", evidence=failed_under(broken, op))
         wanted = registers(m, op.t0)
-        new = next((s for s in m.sessions_after(op.t0) if first_of(s, op.sql)), None)
-        at = first_of(new, op.sql) if new else None
-        ok, got, idx = _replayed(new, wanted, at[0] if at else None)
+        new, at, ok, got, idx = replay_before(m, op.t0, op.sql, wanted)
         if not ok:
             return Verdict(rule, False, expected=expected,
                            observed=f"the server's new session for {op.sql!r} received SETs {got} before it; the "
                                     f"application had set {wanted}" if new else
                                     f"no new server session received {op.sql!r} again",
                            evidence=[op.invoke, *(idx or []), *([at[1]] if at else [])])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no first statement failed on a reusable transport")
-    return Verdict(rule, True, expected=expected,
-                   observed=f"{len(judged)} failed first statement(s) rerun seamlessly after the replay",
-                   evidence=[o.invoke for o in judged])
+    return kept_or_unknown(rule, expected, judged, unknown="no first statement failed on a reusable transport",
+                           kept=f"{len(judged)} failed first statement(s) rerun seamlessly after the replay",
+                           evidence=[o.invoke for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-3
@@ -146,10 +118,8 @@ def check_acr_3(events: list[Event], *, process: str = "app", mode: str = "seaml
     rule = "ACR-3"
     expected = "a failed later statement raises SQL30108N (08506) after a reconnect that replayed the SETs"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
-    if _mode(mode) != "seamless":
-        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in non-seamless mode")
+    if (unknown := unjudgeable(m, rule, expected, mode)) is not None:
+        return unknown
     judged = []
     for op, broken in disruptions(m):
         if op.f != "execute" or op.n == 0 or session_resources(m, op.t0) or txn_declares(m, op) \
@@ -159,20 +129,19 @@ def check_acr_3(events: list[Event], *, process: str = "app", mode: str = "seaml
         if op.sqlstate != SQLSTATE_REROUTED:
             return Verdict(rule, False, expected=expected,
                            observed=f"statement {op.n + 1} of transaction {op.txn} failed on {broken.address.name} "
-                                    f"and {_describe(op)}", evidence=[broken.index, op.invoke, op.end or op.invoke])
+                                    f"and {describe(op)}", evidence=failed_under(broken, op))
         wanted = registers(m, op.t0)
         new = next((s for s in m.sessions_after(op.t0) if s.start <= op.t1), None)
-        ok, got, idx = _replayed(new, wanted, op.t1)
+        ok, got, idx = replayed(new, wanted, op.t1)
         if not ok:
             return Verdict(rule, False, expected=expected,
                            observed=(f"before SQL30108N the new session received SETs {got}; the application had "
                                      f"set {wanted}") if new else "SQL30108N came without a reconnect (no new server "
                                                                   "session before it)",
-                           evidence=[op.invoke, op.end or op.invoke, *idx])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no later statement failed on a reusable transport")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} SQL30108N after reconnect and replay",
-                   evidence=[o.end or o.invoke for o in judged])
+                           evidence=[op.invoke, end_of(op), *idx])
+    return kept_or_unknown(rule, expected, judged, unknown="no later statement failed on a reusable transport",
+                           kept=f"{len(judged)} SQL30108N after reconnect and replay",
+                           evidence=[end_of(o) for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-4
@@ -185,8 +154,8 @@ def check_acr_4(events: list[Event], *, process: str = "app") -> Verdict:
     rule = "ACR-4"
     expected = "with session resources open, a failure raises SQL30081N (08001); registers back to the last COMMIT"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
+    if (unknown := unjudgeable(m, rule, expected)) is not None:
+        return unknown
     judged = []
     for op, broken in disruptions(m):
         held = session_resources(m, op.t0)
@@ -195,22 +164,19 @@ def check_acr_4(events: list[Event], *, process: str = "app") -> Verdict:
         judged.append(op)
         if op.sqlstate != SQLSTATE_COMM:
             return Verdict(rule, False, expected=expected,
-                           observed=f"with {held[0]!r} open, {_describe(op)}",
-                           evidence=[broken.index, op.invoke, op.end or op.invoke])
+                           observed=f"with {held[0]!r} open, {describe(op)}",
+                           evidence=failed_under(broken, op))
         wanted = registers(m, op.t0, committed=True)
         later = [o for o in m.ops if o.t0 > op.t1 and o.f == "execute" and o.status == "ok"]
         if later:
-            new = next((s for s in m.sessions_after(op.t0) if first_of(s, later[0].sql)), None)
-            at = first_of(new, later[0].sql) if new else None
-            ok, got, idx = _replayed(new, wanted, at[0] if at else None)
+            new, _, ok, got, idx = replay_before(m, op.t0, later[0].sql, wanted)
             if new is not None and not ok:
                 return Verdict(rule, False, expected=expected,
                                observed=f"after SQL30081N the next session received SETs {got}; the last COMMIT "
-                                        f"point had {wanted}", evidence=[op.end or op.invoke, *idx])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no failure with session resources open")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} SQL30081N with session resources open",
-                   evidence=[o.end or o.invoke for o in judged])
+                                        f"point had {wanted}", evidence=[end_of(op), *idx])
+    return kept_or_unknown(rule, expected, judged, unknown="no failure with session resources open",
+                           kept=f"{len(judged)} SQL30081N with session resources open",
+                           evidence=[end_of(o) for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-5
@@ -226,10 +192,8 @@ def check_acr_5(events: list[Event], *, process: str = "app", mode: str = "seaml
     expected = ("COMMIT/ROLLBACK of a fully fetched transaction is seamless; with a cursor or temporary table "
                 "declared in it, it is not")
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
-    if _mode(mode) != "seamless":
-        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in non-seamless mode")
+    if (unknown := unjudgeable(m, rule, expected, mode)) is not None:
+        return unknown
     judged = []
     for op, broken in disruptions(m):
         if op.f not in ("commit", "rollback") or all_primary_down(m, op.t0):
@@ -241,16 +205,14 @@ def check_acr_5(events: list[Event], *, process: str = "app", mode: str = "seaml
         if declared and op.status == "ok":
             return Verdict(rule, False, expected=expected,
                            observed=f"{op.f.upper()} after {declared[0]!r} in the transaction returned normally",
-                           evidence=[broken.index, op.invoke, op.end or op.invoke])
+                           evidence=failed_under(broken, op))
         if not declared and op.status != "ok":
             return Verdict(rule, False, expected=expected,
                            observed=f"{op.f.upper()} of a fully fetched transaction on {broken.address.name} "
                                     f"raised {op.fields.get('error_class')} (SQLSTATE {op.fields.get('sqlstate')})",
-                           evidence=[broken.index, op.invoke, op.end or op.invoke])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no COMMIT/ROLLBACK met a failed member")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} COMMIT/ROLLBACK judged",
-                   evidence=[o.end or o.invoke for o in judged])
+                           evidence=failed_under(broken, op))
+    return kept_or_unknown(rule, expected, judged, unknown="no COMMIT/ROLLBACK met a failed member",
+                           kept=f"{len(judged)} COMMIT/ROLLBACK judged", evidence=[end_of(o) for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-6
@@ -262,8 +224,8 @@ def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
     rule = "ACR-6"
     expected = "the group-wide address is tried after every running member, and before giving up"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
+    if (unknown := unjudgeable(m, rule, expected)) is not None:
+        return unknown
     judged = []
     for op in m.ops:
         if op.f not in ("execute", "commit", "rollback"):
@@ -288,12 +250,10 @@ def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
                                         f"{', '.join(skipped)}", evidence=[op.invoke, g.index])
         elif gave_up and not m.down("group", op.t1):
             return Verdict(rule, False, expected=expected,
-                           observed=f"{_describe(op)} without trying the group-wide address (which was up)",
-                           evidence=[op.invoke, op.end or op.invoke, *[tr.index for tr in tries]])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no call tried the group-wide address or gave up")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} call(s) judged",
-                   evidence=[o.invoke for o in judged])
+                           observed=f"{describe(op)} without trying the group-wide address (which was up)",
+                           evidence=[op.invoke, end_of(op), *[tr.index for tr in tries]])
+    return kept_or_unknown(rule, expected, judged, unknown="no call tried the group-wide address or gave up",
+                           kept=f"{len(judged)} call(s) judged", evidence=[o.invoke for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-7
@@ -306,10 +266,8 @@ def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-s
     rule = "ACR-7"
     expected = "no transport before the first statement; registers of the last COMMIT point set before it"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
-    if _mode(mode) != "non-seamless":
-        return Verdict(rule, UNKNOWN, expected=expected, observed="the client is judged in seamless mode")
+    if (unknown := unjudgeable(m, rule, expected, mode, judged_in="non-seamless")) is not None:
+        return unknown
     calls = [o for o in m.ops if o.f in ("connect", "execute", "commit", "rollback")]
     broke = {id(op): tr for op, tr in disruptions(m)}
     judged = []
@@ -334,17 +292,13 @@ def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-s
                            evidence=[op.invoke, early[0].index, nxt.invoke])
         if nxt.status == "ok" and op.f != "connect":
             wanted = registers(m, nxt.t0, committed=True)
-            new = next((s for s in m.sessions_after(nxt.t0) if first_of(s, nxt.sql)), None)
-            at = first_of(new, nxt.sql) if new else None
-            ok, got, idx = _replayed(new, wanted, at[0] if at else None)
+            new, _, ok, got, idx = replay_before(m, nxt.t0, nxt.sql, wanted)
             if new is not None and not ok:
                 return Verdict(rule, False, expected=expected,
                                observed=f"the new transport got SETs {got} before {nxt.sql!r}; the last COMMIT point "
                                         f"had {wanted}", evidence=[nxt.invoke, *idx])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no connect or SQL30108N followed by a statement")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} lazy transport(s)",
-                   evidence=[o.invoke for o in judged])
+    return kept_or_unknown(rule, expected, judged, unknown="no connect or SQL30108N followed by a statement",
+                           kept=f"{len(judged)} lazy transport(s)", evidence=[o.invoke for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-8
@@ -357,8 +311,8 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
     rule = "ACR-8"
     expected = "reason code 2 within the group, 4 when the primary group is exhausted; failed member not reused"
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
+    if (unknown := unjudgeable(m, rule, expected)) is not None:
+        return unknown
     judged = []
     has_alternate = bool(m.group_members("alternate"))
     broke = {id(op) for op, _ in disruptions(m)}
@@ -375,13 +329,13 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
         judged.append(op)
         if rc != want:
             return Verdict(rule, False, expected=expected, observed=f"SQL30108N reason code {rc} when {why}",
-                           evidence=[op.invoke, op.end or op.invoke])
+                           evidence=[op.invoke, end_of(op)])
         if want == 4:
             nxt = next((tr for tr in m.transports if tr.t > op.t1 and tr.outcome == "accepted"), None)
             if nxt is not None and nxt.address.group != "alternate":
                 return Verdict(rule, False, expected=expected,
                                observed=f"after reason code 4 the client went to {nxt.address.name}, not to the "
-                                        f"alternate group", evidence=[op.end or op.invoke, nxt.index])
+                                        f"alternate group", evidence=[end_of(op), nxt.index])
     for op, broken in disruptions(m):
         commit = next((o for o in m.ops if o.f == "commit" and o.status == "ok" and o.t0 > op.t0), None)
         until = commit.t0 if commit else float("inf")
@@ -390,12 +344,11 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
         judged.append(op)
         if again:
             return Verdict(rule, False, expected=expected,
-                           observed=f"after {broken.address.name} failed under {_describe(op)}, the connection went "
+                           observed=f"after {broken.address.name} failed under {describe(op)}, the connection went "
                                     f"back to it", evidence=[broken.index, op.invoke, again[0].index])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed="no SQL30108N and no failed member observed")
-    return Verdict(rule, True, expected=expected, observed=f"{len({id(o) for o in judged})} call(s) judged",
-                   evidence=sorted({o.invoke for o in judged}))
+    return kept_or_unknown(rule, expected, judged, unknown="no SQL30108N and no failed member observed",
+                           kept=f"{len({id(o) for o in judged})} call(s) judged",
+                           evidence=sorted({o.invoke for o in judged}))
 
 
 # ---------------------------------------------------------------------- ACR-9
@@ -411,8 +364,8 @@ def check_acr_9(events: list[Event], *, process: str = "app", receive_timeout: f
     if tolerance < 0:
         raise ConfigError(f"ACR-9: tolerance must be >= 0 seconds, not {tolerance!r}")
     m = build(events, process)
-    if not m.has_topology:
-        return _no_topology(rule, expected)
+    if (unknown := unjudgeable(m, rule, expected)) is not None:
+        return unknown
     cancels = [o for o in m.ops if o.f == "cancel"]
     limits = [t for t in (receive_timeout, query_timeout) if t]
     judged = []
@@ -426,26 +379,24 @@ def check_acr_9(events: list[Event], *, process: str = "app", receive_timeout: f
         fc = op.fields.get("failure_code")
         if op.sqlstate != SQLSTATE_REROUTED:
             return Verdict(rule, False, expected=expected,
-                           observed=f"on a black-holed member, {_describe(op)}"
+                           observed=f"on a black-holed member, {describe(op)}"
                                     + (" after an interrupt" if cancel else ""),
-                           evidence=[op.invoke, *([cancel.invoke] if cancel else []), op.end or op.invoke])
+                           evidence=[op.invoke, *([cancel.invoke] if cancel else []), end_of(op)])
         if cancel is not None:
             if fc != 4:
                 return Verdict(rule, False, expected=expected,
                                observed=f"an interrupt gave SQL30108N failure code {fc}",
-                               evidence=[cancel.invoke, op.end or op.invoke])
+                               evidence=[cancel.invoke, end_of(op)])
             continue
         if fc not in (1, 2, 3):
             return Verdict(rule, False, expected=expected, observed=f"a timeout gave SQL30108N failure code {fc}",
-                           evidence=[op.invoke, op.end or op.invoke])
+                           evidence=[op.invoke, end_of(op)])
         took = op.t1 - op.t0
         if took > min(limits) + tolerance:
             return Verdict(rule, False, expected=expected,
                            observed=f"SQL30108N came {took:.2f} s after the statement; the timeout was "
                                     f"{min(limits):g} s (tolerance {tolerance:g} s)",
-                           evidence=[op.invoke, op.end or op.invoke])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected,
-                       observed="no statement on a black-holed member under a timeout or interrupt")
-    return Verdict(rule, True, expected=expected, observed=f"{len(judged)} timeout/interrupt case(s)",
-                   evidence=[o.invoke for o in judged])
+                           evidence=[op.invoke, end_of(op)])
+    return kept_or_unknown(rule, expected, judged,
+                           unknown="no statement on a black-holed member under a timeout or interrupt",
+                           kept=f"{len(judged)} timeout/interrupt case(s)", evidence=[o.invoke for o in judged])

@@ -1,0 +1,95 @@
+"""What every ACR-1 … ACR-9 checker does around its own rule (RULEBOOK, seed 003): refuse a history it
+cannot judge (*unknown*: no ``acr.topology`` event, or the client judged in the other mode), name the
+events of a failed call, look for the replay of the special registers on the next server session,
+and close with *unknown* when the situation never arose. Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from harness.errors import ConfigError
+from harness.rules.acr.model import Model, Op, Session, Transport, first_of, sets_in
+from harness.rules.verdict import UNKNOWN, Verdict
+
+MODES = ("seamless", "non-seamless")
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is one of :data:`MODES` (ACR-2/3/5 judge seamless, ACR-7 non-seamless mode);
+    else a :class:`ConfigError` naming the modes."""
+    if mode not in MODES:
+        raise ConfigError(f"ACR: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+def no_topology(rule: str, expected: str) -> Verdict:
+    """*Unknown* for ``rule``: the history has no ``acr.topology`` event (not an ACR history)."""
+    return Verdict(rule, UNKNOWN, expected=expected, observed="no acr.topology event: not an ACR history")
+
+
+def unjudgeable(model: Model, rule: str, expected: str, mode: str | None = None,
+                judged_in: str = "seamless") -> Verdict | None:
+    """The *unknown* verdict of a history ``rule`` cannot judge, else None: no ``acr.topology``
+    event, or (with ``mode``) a client run in another mode than ``judged_in``, the one the rule
+    speaks of."""
+    if not model.has_topology:
+        return no_topology(rule, expected)
+    if mode is not None and check_mode(mode) != judged_in:
+        return Verdict(rule, UNKNOWN, expected=expected, observed=f"the client is judged in {mode} mode")
+    return None
+
+
+def describe(op: Op) -> str:
+    """How a call ended, for a verdict's ``observed``: returned normally, or the error and SQLSTATE."""
+    what = op.sql or op.f
+    if op.status == "ok":
+        return f"{what!r} returned normally"
+    return f"{what!r} raised {op.fields.get('error_class', op.status)} (SQLSTATE {op.fields.get('sqlstate')})"
+
+
+def end_of(op: Op) -> int:
+    """The event that ends ``op`` (its invoke while it is still pending)."""
+    return op.end or op.invoke
+
+
+def failed_under(broken: Transport, op: Op) -> list[int]:
+    """The evidence of a call whose transport broke: the break, the call and how it ended."""
+    return [broken.index, op.invoke, end_of(op)]
+
+
+def replayed(session: Session | None, wanted: list[str], until: float | None) -> tuple[bool, list[str], list[int]]:
+    """Whether ``session`` received exactly ``wanted`` SETs (in order) before ``until`` (ACR-2/3/4/7's
+    replay of the special registers), the SETs it got and their events."""
+    if session is None:
+        return False, [], []
+    got = sets_in(session, until)
+    return [s for s, _ in got] == wanted, [s for s, _ in got], [i for _, i in got]
+
+
+class Replay(NamedTuple):
+    """The replay the first new server session received before a statement (ACR-2/4/7)."""
+
+    session: Session | None  # the first server session after the failure that received the statement
+    at: tuple[float, int] | None  # when, and at which event, it received it
+    ok: bool  # exactly the wanted SETs, in order, before it
+    got: list[str]  # the SETs it received before it
+    idx: list[int]  # their events
+
+
+def replay_before(model: Model, after: float, sql: str, wanted: list[str]) -> Replay:
+    """Find the first server session after ``after`` that received ``sql`` and judge the SETs it
+    received before it against ``wanted`` (:func:`replayed`)."""
+    new = next((s for s in model.sessions_after(after) if first_of(s, sql)), None)
+    at = first_of(new, sql) if new else None
+    ok, got, idx = replayed(new, wanted, at[0] if at else None)
+    return Replay(new, at, ok, got, idx)
+
+
+def kept_or_unknown(rule: str, expected: str, judged: Sequence[object], *, unknown: str, kept: str,
+                    evidence: list[int]) -> Verdict:
+    """The verdict of a checker that found no violation: *unknown* (``unknown`` says what never
+    happened) when it judged no call, else kept with ``kept`` and ``evidence``."""
+    if not judged:
+        return Verdict(rule, UNKNOWN, expected=expected, observed=unknown)
+    return Verdict(rule, True, expected=expected, observed=kept, evidence=evidence)

@@ -1,0 +1,219 @@
+"""Node add and node remove (PER-1's maintenance rows, PER-9/PER-10 for the removed read-only node):
+the topology operations on a real PostgreSQL group behind the fault proxy, the CLI flow with the
+reference proxy attached to the run (``persistent-proxy --run ID --readonly-endpoint custom-active``,
+``fault --run ID add-node`` / ``remove-node NODE``: every session kept), the admin API's
+``POST /remove-node`` and the one-line refusals of bad input. Real servers, real processes, real
+psycopg sessions; nothing mocked."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from harness.errors import InvalidOperation
+from harness.history.core import History
+from harness.topology import Group, Pair
+from harness.topology.process import pid_alive
+
+pytestmark = pytest.mark.rule("PER-1", "PER-9", "PER-10")
+
+CLI = [sys.executable, "-m", "harness.cli"]
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _json(*args: str) -> dict[str, Any]:
+    out = _run(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _one_line_error(out: subprocess.CompletedProcess[str], *words: str) -> str:
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def _port(conn: psycopg.Connection) -> int:
+    return conn.execute("SELECT inet_server_port()").fetchone()[0]  # type: ignore[index]
+
+
+# ----------------------------------------------------------------------------- topology operations
+
+
+def test_add_and_remove_a_node_of_a_proxied_group() -> None:
+    """``add_node`` clones a streaming hot standby n4 from the principal with its own fault proxies
+    (clients reach it through them; a switchover makes it follow); ``remove_node`` stops it, deletes
+    its proxies, folder and port, and the run forgets it. Events ``node.add`` / ``node.remove``."""
+    history = History()
+    with Group(nodes=3, mode="sync", mirror_readable=True, history=history) as group:
+        with group.principal.admin() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS membership (v int)")
+            conn.execute("INSERT INTO membership VALUES (42)")
+        result = group.add_node()
+        assert result.fault == "add_node" and result.node == "n4" and result.principal == "n1"
+        n4 = group.node("n4")
+        assert n4.role == "standby" and n4.state == "running"
+        assert n4.client_address != n4.server_address  # behind its own fault proxy
+        proxies = group.links.client.proxies()  # type: ignore[attr-defined]
+        assert {f"fh-{group.run_id}-n4", f"fh-{group.run_id}-repl-n4"} <= set(proxies)
+        with psycopg.connect(n4.dsn(), autocommit=True) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True  # type: ignore[index]
+            assert _port(conn) == n4.server_address[1]
+        group.switchover("n2")  # the new standby follows the new principal too (the switchover waits for it)
+        assert group.principal.name == "n2" and group.node("n4").state == "running"
+        folder = group.path / "n4"
+        port = n4.server_address[1]
+        removed = group.remove_node("n4")
+        assert removed.node == "n4" and [n.name for n in group.nodes] == ["n1", "n2", "n3"]
+        assert not folder.exists() and port not in group._state.ports
+        assert f"fh-{group.run_id}-n4" not in group.links.client.proxies()  # type: ignore[attr-defined]
+        types = [e.type for e in history.events()]
+        assert "node.add" in types and "node.remove" in types
+        assert group.add_node().node == "n5"  # names are never reused
+
+
+def test_removal_refusals_name_the_fix() -> None:
+    """The principal, an unknown node, the last standby, the only running standby of a synchronous
+    principal: refused (InvalidOperation) before anything stops, each message naming the fix."""
+    with Pair(mode="sync", links="direct") as pair:
+        with pytest.raises(InvalidOperation, match="principal: switch over first"):
+            pair.remove_node("n1")
+        with pytest.raises(InvalidOperation, match="last standby.*add-node"):
+            pair.remove_node("n2")
+        with pytest.raises(InvalidOperation, match=r"unknown node 'n7'.*nodes: n1, n2"):
+            pair.remove_node("n7")
+        pair.add_node()
+        pair.stop("n2")
+        with pytest.raises(InvalidOperation, match="only running standby of the synchronous principal.*start n2"):
+            pair.remove_node("n3")
+        assert pair.node("n3").state == "running"
+        pair.remove_node("n2")  # a stopped standby may go; n3 remains the principal's standby
+        assert [n.name for n in pair.nodes] == ["n1", "n3"]
+        with pair.principal.admin() as conn:  # commits still return (n3 acknowledges them)
+            conn.execute("SET statement_timeout = '20s'")
+            conn.execute("CREATE TABLE after_removal (v int)")
+
+
+# ------------------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture(scope="module")
+def run() -> Iterator[str]:
+    """A detached group of three hot standbys (as a user starts it), torn down with ``down``."""
+    desc = _json("up", "--topology", "pg-group3", "--mode", "async", "--mirror-readable", "--detach")
+    try:
+        yield desc["run"]
+    finally:
+        out = _run("down", "--run", desc["run"])
+        assert out.returncode == 0, out.stderr
+
+
+def _start_proxy(run_id: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    proc = subprocess.Popen([*CLI, "persistent-proxy", "--run", run_id, "--readonly-endpoint", "custom-active",
+                             "--drain-window", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(10)
+        pytest.fail(f"persistent-proxy did not start: {proc.stderr.read() if proc.stderr else ''}")
+    return proc, json.loads(line)
+
+
+def test_cli_add_node_and_remove_node_keep_every_session(run: str) -> None:
+    """up → persistent-proxy --run (with a custom-active read-only endpoint) → sessions → ``fault
+    add-node`` (a new read-only session lands on n4) → ``fault remove-node n4`` (the proxy is asked
+    first and moves the sessions on n4; the same front connections go on, state intact, none on n4)
+    → ``status`` no longer lists n4; every session kept."""
+    proc, info = _start_proxy(run)
+    try:
+        dsn = info["dsn"]
+        ro_dsn = dsn.replace(f"port={info['listen'].rpartition(':')[2]}",
+                             f"port={info['endpoints']['custom-active'].rpartition(':')[2]}")
+        writer = psycopg.connect(dsn, autocommit=True)
+        readers = [psycopg.connect(ro_dsn, autocommit=True) for _ in range(2)]
+        for i, conn in enumerate([writer, *readers]):
+            conn.execute(f"SET application_name = 'kept-{i}'")
+        before = {id(c): _port(c) for c in [writer, *readers]}
+        added = _json("fault", "--run", run, "add-node")
+        assert added["fault"] == "add_node" and added["node"] == "n4"
+        nodes = {n["name"]: n for n in _json("status", "--run", run)["nodes"]}
+        n4_port = int(nodes["n4"]["server_address"].rpartition(":")[2])
+        late = psycopg.connect(ro_dsn, autocommit=True)  # least-loaded read-only node: the new one
+        late.execute("SET application_name = 'kept-late'")
+        assert _port(late) == n4_port
+        readers.append(late)
+
+        removed = _json("fault", "--run", run, "remove-node", "n4")
+        assert removed["node"] == "n4"
+        [coordinated] = removed["coordinated"]
+        assert coordinated["name"] == info["name"] and coordinated["moved"] == 1 and coordinated["closed"] == 0
+        status = _json("status", "--run", run)
+        assert "n4" not in [n["name"] for n in status["nodes"]]
+        assert [p["name"] for p in status["persistent_proxies"]] == [info["name"]]
+        for i, conn in enumerate([writer, *readers]):  # the same front connections, no error, state kept
+            assert _port(conn) != n4_port
+            name = conn.execute("SHOW application_name").fetchone()[0]  # type: ignore[index]
+            assert name == ("kept-late" if conn is late else f"kept-{i}")
+        assert _port(writer) == before[id(writer)]
+        fresh = psycopg.connect(ro_dsn, autocommit=True)  # nothing new lands on the removed node
+        assert _port(fresh) != n4_port
+        for conn in [writer, *readers, fresh]:
+            conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert "persistent-proxy stopped" in err and "Traceback" not in err
+
+
+def test_cli_remove_node_bad_inputs_are_one_line(run: str) -> None:
+    """Unknown node, the principal, no node, a node name for add-node, removing the last standby: one
+    line (exit 2) naming what is wrong and the command that fixes it; nothing is removed."""
+    principal = next(n["name"] for n in _json("status", "--run", run)["nodes"] if n["role"] == "principal")
+    _one_line_error(_run("fault", "--run", run, "remove-node", "n9"), "unknown node 'n9'", "status --run")
+    _one_line_error(_run("fault", "--run", run, "remove-node", principal), f"{principal} is the principal",
+                    f"fault --run {run} switchover")
+    _one_line_error(_run("fault", "--run", run, "remove-node"), "needs a node name", "remove-node n3")
+    _one_line_error(_run("fault", "--run", run, "add-node", "n2"), "takes no node name")
+    standbys = [n["name"] for n in _json("status", "--run", run)["nodes"] if n["role"] != "principal"]
+    assert len(standbys) >= 2
+    for name in standbys[1:]:
+        assert _run("fault", "--run", run, "remove-node", name).returncode == 0
+    _one_line_error(_run("fault", "--run", run, "remove-node", standbys[0]), "last standby",
+                    f"fault --run {run} add-node")
+    assert [n["state"] for n in _json("status", "--run", run)["nodes"]] == ["running", "running"]
+
+
+def test_admin_remove_node_needs_token_and_an_address(run: str) -> None:
+    """``POST /remove-node``: 401 without the token, 400 without a usable address or with a bad window,
+    200 with ``moved`` / ``closed`` for a node's address (nothing attached there: both empty)."""
+    proc, info = _start_proxy(run)
+    try:
+        url = f"http://{info['admin']}/remove-node"
+        token = Path(info["token_file"]).read_text().strip()
+        headers = {"X-Failover-Harness-Token": token}
+        assert httpx.post(url, json={"host": "127.0.0.1", "port": 1}).status_code == 401
+        for body in [{}, {"host": "127.0.0.1"}, {"host": 5, "port": 5432}, {"host": "127.0.0.1", "port": 0},
+                     {"host": "127.0.0.1", "port": 5432, "window": -1}, {"host": "127.0.0.1", "port": 5432,
+                                                                        "window": "soon"}]:
+            reply = httpx.post(url, json=body, headers=headers)
+            assert reply.status_code == 400 and "error" in reply.json(), (body, reply.text)
+        reply = httpx.post(url, json={"host": "127.0.0.1", "port": 9, "window": 0}, headers=headers)
+        assert reply.status_code == 200 and reply.json()["moved"] == [] and reply.json()["closed"] == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert not pid_alive(proc.pid)
