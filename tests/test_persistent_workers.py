@@ -329,6 +329,48 @@ def _per10_through_workers(pair: Pair) -> None:
     assert proc.returncode == 0, err
 
 
+def test_cli_remove_node_moves_the_sessions_of_every_worker() -> None:
+    """PER-9/PER-10 from the command line with 2 workers: ``--readonly-endpoint custom-active``
+    sessions owned by both workers, some of each on the standby that ``fault --run ID remove-node``
+    removes; the supervisor fans ``POST /remove-node`` out, so every one of them is moved (same front
+    connection, state kept) and the coordinated answer counts the moves of both workers."""
+    up = subprocess.run([*CLI, "up", "--topology", "pg-group3", "--mode", "async", "--mirror-readable",
+                         "--detach", "--json"], capture_output=True, text=True, timeout=300)
+    assert up.returncode == 0, up.stderr
+    run_id = json.loads(up.stdout)["run"]
+    try:
+        proc, info = _start("--run", run_id, "--workers", "2", "--readonly-endpoint", "custom-active",
+                            "--drain-window", "5")
+        try:
+            ro_dsn = info["dsn"].replace(f"port={info['listen'].rpartition(':')[2]}",
+                                         f"port={info['endpoints']['custom-active'].rpartition(':')[2]}")
+            readers = _owned_by_both(ro_dsn)
+            for i, c in enumerate(readers):
+                c.execute(f"SET application_name = 'ro-{i}'")
+            nodes = {int(n["server_address"].rpartition(":")[2]): n["name"]
+                     for n in _cli("status", "--run", run_id, "--json")["nodes"] if n["role"] != "principal"}
+            on = {}
+            for s in _status(info)["sessions"]:
+                if s["back"]:
+                    on.setdefault(int(s["back"].rpartition(":")[2]), set()).add(s["worker"])
+            victim = next(port for port, workers in on.items() if workers == {0, 1})  # both workers on it
+            moving = sum(1 for c in readers if c.execute("SELECT inet_server_port()").fetchone()[0] == victim)  # type: ignore[index]
+            removed = _cli("fault", "--run", run_id, "remove-node", nodes[victim], "--json")
+            [coordinated] = removed["coordinated"]
+            assert coordinated["moved"] == moving and coordinated["closed"] == 0, coordinated
+            for i, c in enumerate(readers):
+                assert c.execute("SELECT inet_server_port()").fetchone()[0] != victim  # type: ignore[index]
+                assert c.execute("SHOW application_name").fetchone()[0] == f"ro-{i}"  # type: ignore[index]
+            for c in readers:
+                c.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "Traceback" not in err, err
+    finally:
+        subprocess.run([*CLI, "down", "--run", run_id], capture_output=True, text=True, timeout=120)
+
+
 def test_bad_workers_value_is_one_line() -> None:
     """``--workers`` other than a number from 1 to 64 or ``auto``: one line, exit 2."""
     for value, words in (("0", "from 1 to 64"), ("many", "'auto'")):
