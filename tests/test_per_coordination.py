@@ -3,12 +3,14 @@ against a real pair: the coordinator is told before the principal goes and after
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import psycopg
 import pytest
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, TopologyError
 from harness.faults import Faults
 from harness.faults.coordination import CoordinationError, SwitchoverCoordinator, check_coordinator, run_coordinated
 from harness.history.core import History
@@ -146,3 +148,176 @@ def test_faults_switchover_with_failing_coordinator_records_the_error() -> None:
         assert pair.principal.name == old  # no role swap after a failed drain
         end = [e for e in h.events("fault.end") if e.get("fault") == "switchover"][-1]
         assert "CoordinationError" in end.get("error")
+
+
+# --------------------------------------------------------------------- early resume (issue 15)
+
+class Hooks:
+    """Coordinators for :func:`run_coordinated` alone: what each hook saw, in order."""
+
+    def __init__(self, calls: list[str], name: str, fail_after: bool = False) -> None:
+        self.calls, self.name, self.fail_after = calls, name, fail_after
+
+    def before_switchover(self) -> None:
+        self.calls.append(f"before {self.name}")
+
+    def after_switchover(self, address: tuple[str, int]) -> None:
+        self.calls.append(f"after {self.name} {address[1]}")
+        if self.fail_after:
+            raise RuntimeError("resume refused")
+
+
+def test_early_resume_releases_clients_while_the_action_goes_on() -> None:
+    calls: list[str] = []
+    h = History()
+    writable = threading.Event()
+    resumed = threading.Event()
+
+    class Waits(Hooks):
+        def after_switchover(self, address: tuple[str, int]) -> None:
+            super().after_switchover(address)
+            resumed.set()
+
+    def action(on_writable: Any) -> str:
+        calls.append("promoted")
+        writable.set()
+        on_writable()
+        # the rest of the switchover: it can only finish because the clients were resumed meanwhile
+        assert resumed.wait(10), "clients were not resumed while the switchover went on"
+        calls.append("old principal rejoined")
+        return "done"
+
+    result = run_coordinated([Hooks(calls, "a"), Waits(calls, "b")], action, lambda: ("127.0.0.1", 7), h.record,
+                             fault_id=3, early=True)
+    assert result == "done"
+    assert calls == ["before a", "before b", "promoted", "after b 7", "after a 7", "old principal rejoined"]
+    assert [(e.type, e.get("stage")) for e in h.events("coord.after")] == [
+        ("coord.after", "writable"), ("coord.after_done", "writable")] * 2
+
+
+def test_early_resume_hooks_run_once_and_the_action_error_wins() -> None:
+    calls: list[str] = []
+    h = History()
+
+    def action(on_writable: Any) -> None:
+        on_writable()
+        on_writable()  # a second call is ignored
+        raise TopologyError("pg_rewind failed")
+
+    with pytest.raises(TopologyError, match="pg_rewind failed"):
+        run_coordinated([Hooks(calls, "a")], action, lambda: ("h", 1), h.record, early=True)
+    assert calls == ["before a", "after a 1"]  # resumed once, before the failure was known
+    assert [e.get("stage") for e in h.events("coord.after") if e.type == "coord.after"] == ["writable"]
+
+
+def test_early_resume_before_the_new_principal_is_writable_falls_back_to_done() -> None:
+    calls: list[str] = []
+    h = History()
+
+    def action(on_writable: Any) -> None:
+        raise TopologyError("promotion failed")  # never writable: resumed after the failure
+
+    with pytest.raises(TopologyError, match="promotion failed"):
+        run_coordinated([Hooks(calls, "a")], action, lambda: ("h", 1), h.record, early=True)
+    assert calls == ["before a", "after a 1"]
+    assert [e.get("stage") for e in h.events("coord.after") if e.type == "coord.after"] == ["done"]
+
+
+def test_early_resume_hook_failure_is_raised_after_the_action_completed() -> None:
+    calls: list[str] = []
+    h = History()
+
+    def action(on_writable: Any) -> str:
+        on_writable()
+        time.sleep(0.05)
+        calls.append("rest of the switchover")
+        return "ok"
+
+    with pytest.raises(CoordinationError, match="after_switchover of bad failed"):
+        run_coordinated([Hooks(calls, "good"), Hooks(calls, "bad", fail_after=True)], action, lambda: ("h", 1),
+                        h.record, early=True)
+    assert "rest of the switchover" in calls and "after good 1" in calls  # every client released anyway
+    assert [e.get("phase") for e in h.events("coord.error")] == ["after"]
+
+
+class Writer(Observer):
+    """At the early resume, commits one row on the new principal (as a resumed client would) and
+    records when the commit was acknowledged."""
+
+    def __init__(self, pair: Any) -> None:
+        super().__init__(pair, name="writer")
+        self.commit_acked: float | None = None
+        self.old_state: str | None = None
+
+    def after_switchover(self, new_principal_address: tuple[str, int]) -> dict[str, Any]:
+        self.seen.append(("after", tuple(new_principal_address)))
+        old = next(n for n in self.pair.nodes if n.role != "principal")
+        self.old_state = old.state
+        with psycopg.connect(self.pair.principal.dsn(), autocommit=True, connect_timeout=5) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS early (k int)")
+            conn.execute("INSERT INTO early VALUES (1)")
+        self.commit_acked = time.monotonic()
+        return {"resumed": 1}
+
+
+def test_faults_switchover_resumes_when_writable_and_sync_commits_wait_for_the_old_principal() -> None:
+    """Sync pair: the coordinator is resumed between ``switchover.writable`` and the old principal's
+    rejoin; its commit is acknowledged only once the old principal runs again (DUR-1); switchover()
+    itself returns with the pair complete."""
+    h = History()
+    with Pair(mode="sync", history=h) as pair:
+        faults = Faults(pair, h)
+        old = pair.principal.name
+        writer = Writer(pair)
+        faults.coordinate(writer)
+        faults.switchover()
+        assert pair.principal.name != old and pair.node(old).role == "mirror" and pair.node(old).state == "running"
+        writable = h.events("switchover.writable")[-1]
+        after = [e for e in h.events("coord.after") if e.type == "coord.after"][-1]
+        rejoined = h.events("switchover.rejoined")[-1]
+        restarted = [e for e in h.events("node.start") if e.get("node") == old][-1]
+        end = [e for e in h.events("fault.end") if e.get("fault") == "switchover"][-1]
+        assert writable.get("node") == pair.principal.name and rejoined.get("node") == old
+        assert after.get("stage") == "writable"
+        assert writable.index < after.index < end.index and rejoined.index < end.index
+        assert after.t < restarted.t  # resumed before the old principal was even started again
+        assert writer.old_state == "stopped"
+        assert writer.commit_acked is not None and writer.commit_acked > restarted.t  # DUR-1: waited for it
+        with pair.principal.admin() as conn:
+            assert conn.execute("SELECT state FROM pg_stat_replication").fetchone()[0] == "streaming"
+
+
+def test_switchover_completes_when_on_writable_raises_then_raises_it() -> None:
+    h = History()
+    with Pair(mode="async", history=h, links="direct") as pair:
+        old = pair.principal.name
+
+        def boom() -> None:
+            raise RuntimeError("client refused to resume")
+
+        with pytest.raises(RuntimeError, match="client refused to resume"):
+            pair.switchover(on_writable=boom)
+        assert pair.principal.name != old and pair.node(old).state == "running"
+        assert [e.get("node") for e in h.events("switchover.rejoined")] == [old]
+
+
+def test_faults_switchover_resumes_clients_when_the_rest_of_the_switchover_fails(monkeypatch) -> None:
+    """The old principal cannot be made a standby (a harness failure after the promotion): the
+    coordinator was resumed at the writable point all the same, and the error is the topology's."""
+    h = History()
+    with Pair(mode="async", history=h, links="direct") as pair:
+        faults = Faults(pair, h)
+        observer = Observer(pair)
+        faults.coordinate(observer)
+        new = pair.mirror.name
+
+        def broken(name: str) -> None:
+            raise TopologyError(f"cannot mark {name} a standby (injected)")
+
+        monkeypatch.setattr(pair, "_make_standby", broken)
+        with pytest.raises(TopologyError, match="injected"):
+            faults.switchover()
+        assert observer.seen[-1] == ("after", tuple(pair.node(new).client_address))
+        assert [e.get("stage") for e in h.events("coord.after_done")] == ["writable"]
+        end = [e for e in h.events("fault.end") if e.get("fault") == "switchover"][-1]
+        assert "injected" in end.get("error") and h.events("switchover.rejoined") == []

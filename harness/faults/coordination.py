@@ -16,16 +16,26 @@ history:
 |---|---|
 | ``coord.before`` / ``coord.after`` | ``client`` (its name), ``fault_id`` (of the switchover) - the hook starts |
 | ``coord.before_done`` / ``coord.after_done`` | ``client``, ``fault_id``, ``seconds``, ``result`` (hook's return) |
+| (``coord.after*`` only) | ``stage``: ``writable`` (new principal writable, old one still rejoining) or ``done`` |
 | ``coord.error`` | ``client``, ``fault_id``, ``phase`` (``before``/``after``), ``error`` |
 
 A hook that raises is a harness problem of the coordinating adapter: it is recorded as
 ``coord.error`` and re-raised as :class:`CoordinationError` (a HarnessError) - never a rule verdict.
 ``after_switchover`` hooks run even when the role swap itself failed, so a drained client is always
 released.
+
+Early resume (issue 15): ``Faults`` passes the hooks to the topology's ``switchover(on_writable=)``,
+so ``after_switchover`` runs as soon as the new principal accepts writes (after promote and its
+principal configuration; topology event ``switchover.writable``), in a helper thread, while the old
+principal is still being rewound and restarted as a standby; ``switchover()`` returns only when that
+is done and every hook has returned. ``coord.after`` / ``coord.after_done`` carry ``stage``:
+``writable`` (resumed during the switchover) or ``done`` (after it returned or failed). In a sync
+pair the resumed clients' commits wait until the old principal streams again (DUR-1); reads go on.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -78,47 +88,75 @@ def _json_safe(value: Any) -> Any:
 json_safe = _json_safe  # what coordination events carry of a hook's result (also for remove_node)
 
 
-def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Callable[[], Any],
+def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Callable[..., Any],
                     new_address: Callable[[], Address], record: Recorder | None = None,
-                    fault_id: Any = None) -> Any:
+                    fault_id: Any = None, early: bool = False) -> Any:
     """Run a planned switchover ``action`` between the coordinators' hooks (PER-1/PER-4):
     every ``before_switchover()`` in order, ``action()``, then every ``after_switchover(new_address())``
-    in reverse order (always, even if the action failed). Returns ``action()``'s result. With no
-    coordinators this is just ``action()``."""
+    in reverse order (always, even if the action failed). Returns ``action()``'s result once the
+    action and every hook are done. With no coordinators this is just ``action()``.
+
+    With ``early`` (issue 15) ``action`` is called as ``action(on_writable)``: the topology calls
+    ``on_writable()`` as soon as the new principal accepts writes; the address is read then, and the
+    ``after_switchover`` hooks run from that moment in a helper thread while the action goes on
+    (old principal rewound, restarted, streaming). ``coord.after`` says which: ``stage="writable"``
+    (resumed while the switchover still runs) or ``stage="done"`` (after the action returned or
+    failed; also when it failed before the new principal was writable)."""
     if not coordinators:
-        return action()
+        return action(lambda: None) if early else action()
 
     def emit(type_: str, **fields: Any) -> None:
         if record is not None:
             record(type_, fault_id=fault_id, **fields)
 
-    def hook(phase: str, client: SwitchoverCoordinator, call: Callable[[], Any]) -> None:
+    def hook(phase: str, client: SwitchoverCoordinator, call: Callable[[], Any], **extra: Any) -> None:
         name = coordinator_name(client)
-        emit(f"coord.{phase}", client=name)
+        emit(f"coord.{phase}", client=name, **extra)
         t0 = time.monotonic()
         try:
             result = call()
         except Exception as exc:
             emit("coord.error", client=name, phase=phase, error=f"{type(exc).__name__}: {exc}")
             raise CoordinationError(f"{phase}_switchover of {name} failed: {type(exc).__name__}: {exc}") from exc
-        emit(f"coord.{phase}_done", client=name, seconds=time.monotonic() - t0, result=_json_safe(result))
+        emit(f"coord.{phase}_done", client=name, seconds=time.monotonic() - t0, result=_json_safe(result),
+             **extra)
 
     drained: list[SwitchoverCoordinator] = []
-    try:
-        for client in coordinators:
-            hook("before", client, client.before_switchover)
-            drained.append(client)
-        result = action()
-    finally:
+
+    def release(address: Address | None, stage: str) -> list[BaseException]:
         errors: list[BaseException] = []
-        address: Address | None = None
         for client in reversed(drained):
             try:
                 if address is None:
                     address = new_address()
-                hook("after", client, lambda c=client, a=address: c.after_switchover(a))
+                hook("after", client, lambda c=client, a=address: c.after_switchover(a), stage=stage)
             except Exception as exc:  # noqa: BLE001 - release every client, then report the first
                 errors.append(exc)
+        return errors
+
+    resumer: list[threading.Thread] = []
+    early_errors: list[BaseException] = []
+
+    def on_writable() -> None:
+        if resumer or not drained:
+            return
+        address = new_address()  # in the switchover's thread: the roles it has just set
+        thread = threading.Thread(target=lambda: early_errors.extend(release(address, "writable")),
+                                  name="coord-resume", daemon=True)
+        resumer.append(thread)
+        thread.start()
+
+    try:
+        for client in coordinators:
+            hook("before", client, client.before_switchover)
+            drained.append(client)
+        result = action(on_writable) if early else action()
+    finally:
+        if resumer:
+            resumer[0].join()
+            errors = early_errors
+        else:
+            errors = release(None, "done")
         if errors:
             raise errors[0]
     return result

@@ -472,9 +472,13 @@ class Faults:
     @contextlib.contextmanager
     def _role_op(self, fault: str, target: str | None) -> Iterator[OperationResult]:
         with self._recorded(fault, target, {"principal_before": self.topology.principal.name}) as fid:
+            if fault == "switchover":
+                self.topology.prepare_switchover()
             if fault == "switchover" and self._coordinators:
-                yield run_coordinated(list(self._coordinators), lambda: self.topology.switchover(target),
-                                      lambda: self.topology.principal.client_address, self._record, fid)
+                yield run_coordinated(list(self._coordinators),
+                                      lambda on_writable: self.topology.switchover(target, on_writable=on_writable),
+                                      lambda: self.topology.principal.client_address, self._record, fid,
+                                      early=True)
                 return
             yield getattr(self.topology, fault)(target)
 

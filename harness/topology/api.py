@@ -167,8 +167,17 @@ class Topology(abc.ABC):
 
     # -------------------------------------------------------------------- instant operations
     @abc.abstractmethod
-    def switchover(self, target: str | None = None) -> OperationResult:
-        """Planned role swap to ``target`` (default: the mirror)."""
+    def switchover(self, target: str | None = None,
+                   on_writable: Callable[[], None] | None = None) -> OperationResult:
+        """Planned role swap to ``target`` (default: the mirror); returns when every node is back in
+        its new role. ``on_writable()`` is called as soon as the new principal accepts writes, while
+        the old one is still rejoining (where coordinated clients resume, PER-1/PER-4)."""
+
+    @abc.abstractmethod
+    def prepare_switchover(self) -> None:
+        """Called just before a planned switchover's clients are drained: work that shortens the
+        coming stop while clients still run (local backend: CHECKPOINT on the principal, so that the
+        shutdown checkpoint of ``stop -m fast`` has little to write; issue 15). May do nothing."""
 
     @abc.abstractmethod
     def failover(self, target: str | None = None) -> OperationResult:

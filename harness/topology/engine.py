@@ -41,6 +41,10 @@ class NodeConfig:
     hot_standby: bool  # a standby accepts read-only logins (False: rejects them, like a mirror)
     synchronous: bool  # commits wait for a standby (DUR-1)
     partner: str  # the principal's current mirror, client-facing host:port (MIR-9)
+    # a standby of a sync topology: an engine whose sync setting is inert on a standby may set it
+    # already, so that the node is synchronous from the instant it is promoted - before any reload
+    # (DUR-1 for clients resumed as soon as a switchover's new principal is writable, issue 15)
+    synchronous_on_promotion: bool = False
 
 
 @runtime_checkable
@@ -76,8 +80,10 @@ class Engine(Protocol):
     def wait_ready(self, datadir: Path, pid: int, log: Path, timeout: float = 30) -> None:
         """Wait until the server accepts connections (NodeStartError with its log otherwise)."""
 
-    def wait_writable(self, socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
-        """Wait until the server accepts writes (a promoted principal)."""
+    def wait_writable(self, socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
+                      datadir: Path | None = None) -> None:
+        """Wait until the server accepts writes (a promoted principal); ``datadir`` lets an engine
+        read the server's own status instead of logging in on every poll."""
 
     def stop_server(self, pid: int, mode: str) -> None:
         """Stop the server: ``fast``, ``immediate`` or ``smart``."""

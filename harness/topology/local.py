@@ -432,10 +432,27 @@ class LocalTopology(Topology):
         return OperationResult(fault, touched if touched is not None else node, wall0, wall0 + seconds,
                                seconds, principal)
 
-    def switchover(self, target: str | None = None) -> OperationResult:
+    def switchover(self, target: str | None = None,
+                   on_writable: Callable[[], None] | None = None) -> OperationResult:
         """Planned role swap: the principal stops (fast), ``target`` (default: the mirror) is promoted,
-        the old principal is rewound and rejoins as its mirror; other standbys follow."""
-        return self._operation("switchover", None, lambda: self._switchover(target))
+        the old principal is rewound and rejoins as its mirror; other standbys follow. Returns when all
+        of that is done. ``on_writable`` is called as soon as the new principal accepts writes with its
+        principal configuration (``switchover.writable``), while the rest goes on - where coordinated
+        clients are resumed (PER-1/PER-4, issue 15); if it raises, the switchover still completes and
+        the error is raised afterwards."""
+        return self._operation("switchover", None, lambda: self._switchover(target, on_writable))
+
+    def prepare_switchover(self) -> None:
+        """CHECKPOINT on the running principal (not an operation: no state change, no event), so that
+        the fast stop of the switchover that follows writes a short shutdown checkpoint while its
+        clients wait (issue 15). A principal that is not running or refuses is left to the switchover."""
+        with self._local, locked(self.path):
+            self.refresh()
+            s = self._node_state(self._principal_name())
+        if s.state != RUNNING:
+            return
+        with contextlib.suppress(Exception):  # noqa: BLE001 - only an optimisation
+            self.engine.checkpoint(self.socket_dir(s.name), s.port)
 
     def failover(self, target: str | None = None) -> OperationResult:
         """Unplanned: kill -9 the principal (every server process at once) and promote ``target``
@@ -531,6 +548,7 @@ class LocalTopology(Topology):
             standby_of=None if is_principal else self.links.replication_address(self._state, name, principal),
             hot_standby=self.mirror_readable,
             synchronous=self.mode == "sync" and is_principal and not s.exposed,
+            synchronous_on_promotion=self.mode == "sync" and not is_principal,
             partner=self._partner_of_principal() if is_principal else "",
         )
         conf = self.path / name / "postgresql.conf"
@@ -578,7 +596,7 @@ class LocalTopology(Topology):
         retry_on_port_in_use(lambda: self.engine.wait_ready(Path(s.datadir), s.pid, log, timeout=60),
                              lambda exc: self._move_port(name, exc))
         if s.role == PRINCIPAL:
-            self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, log, timeout=60)
+            self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, log, timeout=60, datadir=Path(s.datadir))
 
     def _move_port(self, name: str, exc: BaseException) -> None:
         """The node's server could not bind its port (taken meanwhile by another program): give it a
@@ -646,7 +664,8 @@ class LocalTopology(Topology):
     def _promote(self, name: str) -> None:
         s = self._node_state(name)
         self.engine.promote(Path(s.datadir), s.pid, self.run_as)
-        self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, self.path / name / "postgres.log", 60)
+        self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, self.path / name / "postgres.log", 60,
+                                  datadir=Path(s.datadir))
 
     def _pick_target(self, target: str | None, op: str) -> str:
         principal = self._principal_name()
@@ -665,7 +684,7 @@ class LocalTopology(Topology):
             raise InvalidOperation(f"{op} target {target} has diverged and must rejoin() first")
         return target
 
-    def _switchover(self, target: str | None) -> str:
+    def _switchover(self, target: str | None, on_writable: Callable[[], None] | None = None) -> str:
         old = self._principal_name()
         self._require(old, RUNNING)
         new = self._pick_target(target, "switchover")
@@ -675,8 +694,9 @@ class LocalTopology(Topology):
         self._set_role(new, PRINCIPAL)
         self._write_conf(new)
         self._promote(new)
-        self._apply_conf(new)  # synchronous_standby_names, partner
+        self._apply_conf(new)  # partner; synchronous since its start as a standby (synchronous_on_promotion)
         self.links.roles_changed(self._state)
+        hook_error = self._writable(new, old, on_writable)
         newp = self._node_state(new)
         self.engine.checkpoint(self.socket_dir(new), newp.port)  # pg_rewind reads the control file
         self._rewind(old, new)
@@ -687,12 +707,29 @@ class LocalTopology(Topology):
                 self._reload(other.name)
         self._wait_started(old)
         self._wait_streaming(old, new)
+        self._emit("switchover.rejoined", node=old, principal=new)
         for other in self._state.nodes:  # done only when every standby follows the new principal
             if other.name not in (old, new) and other.state == RUNNING:
                 self._follow_or_rewind(other.name, new)
         self._reload(new)  # the partner is now known to be live
         self._wait_partner_published(new)
+        if hook_error is not None:
+            raise hook_error
         return old
+
+    def _writable(self, new: str, old: str, on_writable: Callable[[], None] | None) -> BaseException | None:
+        """The new principal accepts writes: publish the roles (the run state, for other processes'
+        resolvers), record ``switchover.writable`` and call ``on_writable`` (issue 15). Returns what it
+        raised, for :meth:`_switchover` to raise once the old principal has rejoined."""
+        save_state(self.path, self._state)
+        self._emit("switchover.writable", node=new, old_principal=old)
+        if on_writable is None:
+            return None
+        try:
+            on_writable()
+        except Exception as exc:  # noqa: BLE001 - the choreography must finish first (old principal down)
+            return exc
+        return None
 
     def _failover(self, target: str | None) -> str:
         old = self._principal_name()

@@ -429,8 +429,10 @@ def reload(datadir: Path, conf: Path, pid: int | None) -> None:
         _apply_role(conf, datadir)
 
 
-def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30) -> None:
-    """Wait until the server is a writable principal (``read_only=0``, no replication running)."""
+def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
+                  datadir: Path | None = None) -> None:
+    """Wait until the server is a writable principal (``read_only=0``, no replication running);
+    ``datadir`` is not needed here."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
