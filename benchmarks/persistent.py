@@ -43,6 +43,7 @@ from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa:
 
 TARGET_STALL_P99 = 0.2  # issue 15 (was 1.0)
 TARGET_THROUGHPUT_RATIO = 0.8  # issue 15 (was 0.5)
+CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session")
 
 
 class _Recorder:
@@ -135,13 +136,23 @@ def main() -> int:
     ap.add_argument("--switchovers", type=int, default=3, help="switchovers per client in the stall phase")
     ap.add_argument("--scale", type=float, default=1.0, help="table scale (1.0 = 20 x 10,000 rows)")
     ap.add_argument("--mode", choices=["sync", "async"], default="async")
+    ap.add_argument("--clients", default=",".join(CLIENTS),
+                    help=f"comma-separated rows to measure (default all: {','.join(CLIENTS)}; "
+                         "direct and reference are always measured, the ratios need them; reference-workers "
+                         "is the row reference-<cores>w)")
     args = ap.parse_args()
-    clients: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", reference),
-                                      (f"reference-{os.cpu_count() or 1}w", reference_workers)]
-    if shutil.which("pgbouncer"):
-        clients += [("pgbouncer-transaction", adapters.pgbouncer_transaction),
-                    ("pgbouncer-session", adapters.pgbouncer_session)]
-    else:
+    wanted = {c.strip() for c in args.clients.split(",") if c.strip()}
+    unknown = wanted - set(CLIENTS)
+    if unknown:
+        ap.error(f"--clients: unknown {', '.join(sorted(unknown))}; choose from {', '.join(CLIENTS)}")
+    clients: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", reference)]
+    if "reference-workers" in wanted:
+        clients.append((f"reference-{os.cpu_count() or 1}w", reference_workers))
+    bouncers = [(n, f) for n, f in (("pgbouncer-transaction", adapters.pgbouncer_transaction),
+                                    ("pgbouncer-session", adapters.pgbouncer_session)) if n in wanted]
+    if bouncers and shutil.which("pgbouncer"):
+        clients += bouncers
+    elif bouncers:
         print("pgbouncer not installed: skipped (apt-get install -y pgbouncer)")
     cfg = OltpConfig(scale=args.scale)
     ctx = mp.get_context("spawn")
