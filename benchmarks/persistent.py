@@ -12,9 +12,11 @@ Run: ``python benchmarks/persistent.py`` (≈80-120 s; ``--seconds``, ``--switch
   in a separate process (spawned), so the reference proxy - which runs in this process, as in the
   suites - does not share its interpreter lock with the load generator.
 * Stall: 20 sessions while the pair switches over ``--switchovers`` times (coordinated with the client
-  when it coordinates); per session and switchover, the longest gap between two successful operations
-  around it (window: 1 s before the start to 1.5 s after the end; a session with no success after the
-  switchover in the window counts up to the window's end). p50 / p99 over sessions x switchovers.
+  when it coordinates; the idle coordinating clients follow too, drained before and resumed after
+  the measured one, so their hooks are not in its stall); per session and switchover, the longest
+  gap between two successful operations around it (window: 1 s before the start to 1.5 s after
+  the end; a session with no success after the switchover in the window counts up to the window's
+  end). p50 / p99 over sessions x switchovers.
 * The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
 Targets (reference proxy, issue 15): stall p99 <= 0.2 s; throughput >= 0.8x direct.
@@ -176,9 +178,16 @@ def main() -> int:
                     per_round[name].append(_throughput(steady))
                     errors[name] += steady["errors"]
             # every coordinating client follows every switchover (idle ones too), so that none is left
-            # pointing at a former principal when its own turn comes
-            stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
+            # pointing at a former principal when its own turn comes; the measured one is registered
+            # last - drained last, resumed first (hooks run in reverse order after the switch) - so
+            # that the idle ones' PAUSE/RESUME is not counted in its stall
+            stops: list[Any] = []
             for name, client in running.items():
+                for stop in stops:
+                    stop()
+                stops = [faults.coordinate(c) for n, c in running.items() if c.coordinates and n != name]
+                if client.coordinates:
+                    stops.append(faults.coordinate(client))
                 def switch() -> list[tuple[float, float]]:
                     marks = []
                     time.sleep(0.8)
