@@ -62,14 +62,19 @@ class _Recorder:
             self.errors += 1
 
 
-def _load_process(dsn: str, sessions: int, tables: int, rows: int, seconds: float, ready: Any, out: Any) -> None:
-    """Run the OLTP workload for ``seconds`` once every session is connected; report success times."""
+def _load_process(dsn: str, sessions: int, tables: int, rows: int, seconds: float, ready: Any, out: Any,
+                  done: Any = None) -> None:
+    """Run the OLTP workload for ``seconds`` once every session is connected - or, with ``done``
+    (an Event), until it is set (at most ``seconds``); report success times."""
     rec = _Recorder()
     w = OltpWorkload(dsn, rec, OltpConfig(tables=tables, rows=rows, sessions=sessions, op_timeout=15, seed=7))
     w.start()
     t0 = time.monotonic()
     ready.put(t0)
-    time.sleep(seconds)
+    if done is not None:
+        done.wait(seconds)
+    else:
+        time.sleep(seconds)
     t1 = time.monotonic()
     w.stop()
     out.put({"t0": t0, "t1": t1, "ok": rec.ok, "errors": rec.errors, "totals": w.totals()})
@@ -78,13 +83,23 @@ def _load_process(dsn: str, sessions: int, tables: int, rows: int, seconds: floa
 def _run_load(ctx: Any, dsn: str, sessions: int, tables: int, rows: int, seconds: float,
               during: Any = None) -> dict[str, Any]:
     ready, out = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=_load_process, args=(dsn, sessions, tables, rows, seconds, ready, out), daemon=True)
+    done = ctx.Event() if during is not None else None
+    proc = ctx.Process(target=_load_process, args=(dsn, sessions, tables, rows, seconds, ready, out, done),
+                       daemon=True)
     proc.start()
     try:
         ready.get(timeout=60)
-        marks = during() if during is not None else None
+        marks = None
+        if during is not None:
+            # the load goes on until 1.5 s after the last switchover ended (the stall window), however
+            # long the switchovers took (a fixed duration cut the last ones short on a loaded machine)
+            marks = during()
+            time.sleep(1.5)
+            done.set()
         result = out.get(timeout=seconds + 90)
     finally:
+        if done is not None:
+            done.set()
         proc.join(30)
         if proc.is_alive():
             proc.kill()
@@ -198,7 +213,7 @@ def main() -> int:
                         time.sleep(1.0)
                     return marks
 
-                stall_seconds = 0.8 + args.switchovers * 2.0 + 1.5
+                stall_seconds = 0.8 + args.switchovers * 30.0 + 1.5  # a cap: the load stops 1.5 s after the last
                 stalled = _run_load(ctx, client.dsn(), 20, cfg.n_tables, cfg.n_rows, stall_seconds, during=switch)
                 gaps = _stalls(stalled, stalled["marks"])
                 values = [g for g, _ in gaps]
