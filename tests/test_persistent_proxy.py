@@ -10,6 +10,7 @@ answered. ``test_real_pair_switchover`` runs the same scenario on a real pair wh
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -355,6 +356,40 @@ def test_idle_statement_is_held_until_resume(h: Harness) -> None:
     t.join(5)
     t2.join(5)
     assert result == [h.b.port] and newcomer == [h.b.port]
+
+
+def test_held_statement_waits_only_for_its_own_session(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PER-1 stall: at resume a held statement goes on as soon as *its* session is re-attached and
+    replayed, not when every kept session is: with one session's replay slowed by 2 s, another
+    session's held statement has run on the new principal more than a second before resume returns."""
+    from harness.persistproxy.proxy import Session
+
+    original = Session._replay
+
+    async def slow_for_one(self: Session, back: Any) -> None:
+        assert self.state is not None
+        if any("slow-one" in text for text in self.state.committed.gucs.values()):
+            await asyncio.sleep(2.0)
+        await original(self, back)
+
+    monkeypatch.setattr(Session, "_replay", slow_for_one)
+    quick, slow = h.connect(), h.connect()
+    slow.execute("SET application_name = 'slow-one'")
+    h.proxy.drain()
+    done: list[tuple[int, float]] = []
+    t = threading.Thread(target=lambda: done.append((port_of(quick), time.monotonic())))
+    t.start()
+    time.sleep(0.2)
+    assert not done  # held by the drain
+    h.current = h.b.server_address
+    resumed = h.proxy.resume()
+    returned = time.monotonic()
+    t.join(5)
+    assert resumed["resumed"] == 2 and not resumed["closed"], resumed
+    assert done and done[0][0] == h.b.port
+    early = returned - done[0][1]
+    assert early > 1.0, f"the held statement ran only {early:.2f} s before resume returned"
+    assert port_of(slow) == h.b.port and setting(slow, "application_name") == "slow-one"
 
 
 # --------------------------------------------------------------------------------------------- PER-3

@@ -1275,9 +1275,15 @@ class PersistentProxy:
                 await self._give_up(f"no principal within the recovery window: {last}")
                 return {"resumed": 0, "closed": list(self._kept), "principal": None, "error": str(last)}
             kept = [self.sessions[sid] for sid in list(self._kept) if sid in self.sessions]
-            results = await asyncio.gather(*(s.reattach(deadline, principal if s.endpoint == CLUSTER else None)
-                                             for s in kept),
-                                           return_exceptions=True)
+            attaching = asyncio.gather(*(s.reattach(deadline, principal if s.endpoint == CLUSTER else None)
+                                         for s in kept),
+                                       return_exceptions=True)
+            # release the held statements at once: the re-attaches above start first (each takes its
+            # session's back_lock before any released statement runs), so a held statement waits only
+            # for its own session's re-attach and replay, not for every session's (PER-1 stall)
+            self._holding = False
+            self._gate.set()
+            results = await attaching
             closed = []
             for s, res in zip(kept, results, strict=True):
                 if isinstance(res, BaseException):
@@ -1290,9 +1296,7 @@ class PersistentProxy:
                                  rule=rule, reason=reason, detail=str(res))
                     closed.append({"session": s.id, "reason": reason, "rule": rule})
             self._kept.clear()
-            self._holding = False
             self._drained_at = None
-            self._gate.set()
             return {"resumed": len(kept) - len(closed), "closed": closed,
                     "principal": f"{principal[0]}:{principal[1]}"}
 
