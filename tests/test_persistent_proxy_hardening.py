@@ -409,18 +409,25 @@ def _vm_kib(pid: int, field: str) -> int:
     raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
+def _warmed_up(proc: subprocess.Popen[str]) -> tuple[str, int]:
+    """The CLI proxy's listen address, after one query through it (its code paths loaded, so that
+    a peak-RSS measurement afterwards sees only what the test sends)."""
+    assert proc.stdout is not None
+    host, port = json.loads(proc.stdout.readline())["listen"].rsplit(":", 1)
+    with psycopg.connect(host=host, port=int(port), user=ROLE, password=ROLE_PASSWORD, dbname="app",
+                         autocommit=True) as c:
+        c.execute("SELECT 1")
+    return host, int(port)
+
+
 def test_large_copy_and_bind_are_streamed(server: LocalServer) -> None:
     """A 48 MiB CopyData message and a 24 MiB Bind parameter pass through the proxy intact (the
     server sees every byte) while the proxy's peak resident memory grows by less than 16 MiB: they
     are relayed as a stream, not buffered (issue 17)."""
     proc = _start_cli(server, "--front-auth", "password", env={"PGPASSWORD": ROLE_PASSWORD})
     try:
-        assert proc.stdout is not None
-        host, port = json.loads(proc.stdout.readline())["listen"].rsplit(":", 1)
-        address = (host, int(port))
-        with psycopg.connect(host=host, port=int(port), user=ROLE, password=ROLE_PASSWORD, dbname="app",
-                             autocommit=True) as c:  # warm up the proxy's code paths
-            c.execute("SELECT 1")
+        address = _warmed_up(proc)
+        host, port = address
         before = _vm_kib(proc.pid, "VmHWM")
         s = rawpg.login(address, ROLE, ROLE_PASSWORD)
         try:
@@ -459,12 +466,7 @@ def test_large_result_to_a_slow_client_is_flow_controlled(server: LocalServer) -
     server (back-pressure through the data path, PER-1 / issue 17 bounded memory)."""
     proc = _start_cli(server, "--front-auth", "password", env={"PGPASSWORD": ROLE_PASSWORD})
     try:
-        assert proc.stdout is not None
-        host, port = json.loads(proc.stdout.readline())["listen"].rsplit(":", 1)
-        address = (host, int(port))
-        with psycopg.connect(host=host, port=int(port), user=ROLE, password=ROLE_PASSWORD, dbname="app",
-                             autocommit=True) as c:  # warm up the proxy's code paths
-            c.execute("SELECT 1")
+        address = _warmed_up(proc)
         before = _vm_kib(proc.pid, "VmHWM")
         s = rawpg.login(address, ROLE, ROLE_PASSWORD)
         try:
