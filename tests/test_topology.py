@@ -239,3 +239,24 @@ def test_rejoin_reclones_when_pg_rewind_cannot():
         assert streaming_standbys(pair.principal) == {"n1"}
         pair.switchover()
         assert pair.principal.name == "n1" and keys(pair.principal) == {1, 2}
+
+
+def test_wait_writable_does_not_take_a_hot_standbys_ready_status_for_a_principal():
+    """A hot standby's ``postmaster.pid`` says ``ready`` while it is in recovery: waiting for a
+    promotion must not stop there (a failover of a readable group then ran WAL functions on a node
+    still in recovery), so the wait for an unpromoted hot standby times out with a TopologyError."""
+    from pathlib import Path
+
+    from harness.topology.postgres import read_status, wait_writable
+
+    with Group(nodes=3, mode="async", mirror_readable=True) as group:
+        s = group._node_state("n2")
+        assert read_status(Path(s.datadir)) == "ready"  # PostgreSQL's own report for a hot standby
+        t0 = time.monotonic()
+        with pytest.raises(TopologyError, match="still in recovery"):
+            wait_writable(group.socket_dir("n2"), s.port, s.pid, group.path / "n2" / "postgres.log",
+                          timeout=1.0, datadir=Path(s.datadir))
+        assert time.monotonic() - t0 >= 1.0
+        group.failover("n2")  # and a real promotion is waited for: the new principal takes writes
+        write(group.principal, 7)
+        assert group.principal.name == "n2" and 7 in keys(group.principal)

@@ -353,18 +353,25 @@ def admin_connect(socket_dir: Path, port: int, timeout: float = 5, dbname: str =
 def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
                   datadir: Path | None = None) -> None:
     """Wait until the server accepts logins and is out of recovery (a principal). With ``datadir``
-    whose ``postmaster.pid`` names ``pid``: until its status line says ``ready`` - what ``pg_ctl
-    start -w`` waits for; the postmaster writes it once the startup process has exited, recovery
-    (or a promotion) over, and logins are open - a file read per poll instead of a login (issue 15:
-    under load a login took 30-70 ms, most of the promote wait). Otherwise (no such file, e.g. a
-    container's): until a login answers ``pg_is_in_recovery() = false``."""
+    whose ``postmaster.pid`` names ``pid`` and whose first status line seen is *not* ``ready`` (a
+    standby that accepts no logins, ``hot_standby=off``: ``standby``; a starting server): until it says
+    ``ready``, which the postmaster writes once the startup process has exited, recovery (or a
+    promotion) over - a file read per poll instead of a login (issue 15: under load a login took
+    30-70 ms, most of the promote wait). A *hot* standby's status is ``ready`` already while it is in
+    recovery, so then, and without such a file (e.g. a container's), the wait is for a login that
+    answers ``pg_is_in_recovery() = false``."""
     deadline = time.monotonic() + timeout
     last = ""
+    # the file is watched only if its first status seen for ``pid`` is not "ready": a hot standby
+    # reports "ready" while still in recovery
+    watch_file: bool | None = None if datadir is not None else False
     while time.monotonic() < deadline:
         if not pid_alive(pid):
             raise NodeStartError(f"PostgreSQL (pid {pid}) died while becoming principal; log:\n{log_tail(log)}")
-        lines = _pidfile_lines(datadir) if datadir is not None else []
-        if lines and lines[0].strip() == str(pid):
+        lines = _pidfile_lines(datadir) if watch_file is not False and datadir is not None else []
+        if lines and lines[0].strip() == str(pid) and watch_file is None:
+            watch_file = not (len(lines) >= 8 and lines[7].strip() == "ready")
+        if watch_file and lines and lines[0].strip() == str(pid):
             status = lines[7].strip() if len(lines) >= 8 else ""
             if status == "ready":
                 return
