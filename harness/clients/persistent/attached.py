@@ -23,6 +23,17 @@ from harness.clients.persistent.protocol import Address
 from harness.errors import ConfigError, CoordinationError
 
 
+def admin_post(name: str, url: str, path: str, body: dict[str, Any], token: str, timeout: float) -> Any:
+    """``POST url+path`` to a reference proxy's admin API with its token; the JSON answer, or a
+    CoordinationError naming the proxy and what went wrong (PER-1/PER-4 coordination)."""
+    try:
+        reply = httpx.post(url + path, json=body, headers={"X-Failover-Harness-Token": token}, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise CoordinationError(f"{name}: POST {path} failed: {type(exc).__name__}: {exc}") from exc
+    if reply.status_code != 200:
+        raise CoordinationError(f"{name}: POST {path} answered {reply.status_code}: {reply.text[:200]}")
+    return reply.json()
+
 class AdminCoordinator:
     """A running reference proxy, driven through its admin API (PER-4 drain, PER-1/2/3 resume)."""
 
@@ -42,14 +53,7 @@ class AdminCoordinator:
             token = self.token_file.read_text().strip()
         except OSError as exc:
             raise CoordinationError(f"cannot read the admin token of {self.name} ({self.token_file}): {exc}") from exc
-        headers = {"X-Failover-Harness-Token": token}
-        try:
-            reply = httpx.post(self.url + path, json=body, headers=headers, timeout=timeout)
-        except httpx.HTTPError as exc:
-            raise CoordinationError(f"{self.name}: POST {path} failed: {type(exc).__name__}: {exc}") from exc
-        if reply.status_code != 200:
-            raise CoordinationError(f"{self.name}: POST {path} answered {reply.status_code}: {reply.text[:200]}")
-        return reply.json()
+        return admin_post(self.name, self.url, path, body, token, timeout)
 
     def before_switchover(self) -> Any:
         """``POST /drain`` (PER-4: waits up to the proxy's drain window)."""

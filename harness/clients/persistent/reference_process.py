@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from harness.clients.persistent.attached import admin_post
 from harness.clients.persistent.protocol import Address, ClientBase
 from harness.errors import ClientStartError, CoordinationError
 
@@ -91,14 +92,7 @@ class ReferenceProcessClient(ClientBase):
     def _post(self, path: str, body: dict[str, Any], timeout: float) -> Any:
         if self._admin is None or self._token is None:
             raise CoordinationError(f"{self.name} is not started")
-        try:
-            reply = httpx.post(self._admin + path, json=body, timeout=timeout,
-                               headers={"X-Failover-Harness-Token": self._token})
-        except httpx.HTTPError as exc:
-            raise CoordinationError(f"{self.name}: POST {path} failed: {type(exc).__name__}: {exc}") from exc
-        if reply.status_code != 200:
-            raise CoordinationError(f"{self.name}: POST {path} answered {reply.status_code}: {reply.text[:200]}")
-        return reply.json()
+        return admin_post(self.name, self._admin, path, body, self._token, timeout)
 
     def before_switchover(self) -> Any:
         """PER-4: ``POST /drain`` (every worker, in parallel)."""
