@@ -191,11 +191,16 @@ def test_proxy_closes_temp_table_and_open_transaction_sessions(mpair: LocalPair,
     plain.close()
 
 
-def test_diverged_former_principal_is_recloned_on_rejoin() -> None:
+@pytest.mark.parametrize("switch_first", [False, True], ids=["first-principal", "after-a-switchover"])
+def test_diverged_former_principal_is_recloned_on_rejoin(switch_first: bool) -> None:
     """A commit only the killed principal has (its mirror's replication was stopped, async pair) makes
-    it diverge: rejoin re-clones it (``node.reclone``) with mariadb-backup, and it follows again."""
+    it diverge: rejoin re-clones it (``node.reclone``) with mariadb-backup, and it follows again. After a
+    switchover the killed principal is a former replica (server 2, with a slave position of server 1's
+    history): its own unreplicated commit must still be seen (the DUR-1 run's ``rejoin`` failure)."""
     history = History()
     with LocalPair(engine=MariaDBEngine(), mode="async", history=history) as pair:
+        if switch_first:
+            pair.switchover()
         old = pair.principal.name
         c = _conn(pair.principal.client_address, pair)
         _q(c, "CREATE TABLE div_t (k int PRIMARY KEY)")

@@ -20,7 +20,7 @@ from harness.persistproxy.mysql import wire
 from harness.persistproxy.mysql.backend import Column, literal
 from harness.persistproxy.mysql.state import SessionState, Statement
 from harness.rules.sessions_kept import check_every_session_kept
-from harness.topology.mariadb import is_contained, parse_gtid_pos, parse_gtid_state, server_id
+from harness.topology.mariadb import is_contained, last_gtids, parse_gtid_pos, parse_gtid_state, server_id
 from harness.workload.mysql import outcome_of, parse_dsn
 from harness.workload.sysbench import Sysbench, driver_for, parse_output
 
@@ -132,6 +132,23 @@ def test_gtid_containment_rules_of_the_rewind() -> None:
     assert not is_contained("0-2-1378", "0-2-1377,0-1-1400")
     assert not is_contained("1-1-3", "0-1-104")  # a domain the source never saw
     assert server_id("n3") == 3 and server_id("other") > 1000
+
+
+def test_last_gtids_take_the_highest_sequence_whoever_wrote_it() -> None:
+    # a former replica of server 1, then principal as server 2, killed: its binlog state has its own
+    # commit 0-2-1951 and its slave position still says 0-1-1800 (what @@gtid_current_pos of a probe
+    # started as server 1 would have reported, hiding the unreplicated commit)
+    assert last_gtids("0-1-1800,0-2-1951,0-1-1800") == "0-2-1951"
+    assert not is_contained(last_gtids("0-1-1800,0-2-1951,0-1-1800"), "0-1-2100,0-2-1950")
+    assert is_contained(last_gtids("0-1-1800,0-2-1951"), "0-1-1800,0-2-1951,0-1-1960")
+    assert last_gtids("0-1-5,1-3-9,1-1-2") == "0-1-5,1-3-9" and last_gtids("") == ""
+
+
+@given(st.dictionaries(st.integers(1, 4), st.integers(0, 1000), min_size=1))
+def test_last_gtids_is_the_maximum_of_the_domain(seqs: dict[int, int]) -> None:
+    text = ",".join(f"0-{srv}-{seq}" for srv, seq in seqs.items())
+    srv, seq = max(seqs.items(), key=lambda kv: kv[1])
+    assert parse_gtid_pos(last_gtids(text))[0][1] == seq and is_contained(last_gtids(text), text)
 
 
 @given(st.integers(0, 50), st.integers(0, 50), st.integers(1, 3))

@@ -52,7 +52,7 @@ REPL_USER = "repl"
 TEMPLATE_LAYOUT_VERSION = "3"
 ROLE_MARK = "# failover-harness-role: "
 SEMI_SYNC_TIMEOUT_MS = 30_000  # a sync commit waits this long for a replica, then MariaDB goes async
-GTID_FILE = "fh-gtid-pos"  # a cleanly stopped node's final gtid_binlog_pos
+GTID_FILE = "fh-gtid-pos"  # a cleanly stopped node's last GTIDs (last_gtids)
 START_FILE = "fh-gtid-start"  # a re-cloned node's starting gtid_slave_pos
 
 _INSTALL_HINT = "install it with 'apt-get install -y mariadb-server mariadb-backup' (or run 'make setup')"
@@ -123,6 +123,19 @@ def parse_gtid_state(text: str) -> dict[tuple[int, int], int]:
             d, s, n = (int(x) for x in part.split("-"))
             state[(d, s)] = max(n, state.get((d, s), -1))
     return state
+
+
+def last_gtids(state_text: str) -> str:
+    """A node's last transaction of every domain, ``"D-S-N,..."``, from its binlog state plus slave
+    position (:func:`_history_of`'s text): with ``gtid_strict_mode`` sequence numbers grow along the
+    whole history, so the highest one is the last. Unlike ``@@gtid_current_pos`` this does not depend
+    on the asking server's own ``server_id`` (a probe started without the node's configuration would
+    otherwise report a former principal's slave position and hide its own unreplicated commits)."""
+    last: dict[int, tuple[int, int]] = {}
+    for (domain, srv), seq in parse_gtid_state(state_text).items():
+        if seq > last.get(domain, (0, -1))[1]:
+            last[domain] = (srv, seq)
+    return ",".join(f"{d}-{s}-{n}" for d, (s, n) in sorted(last.items()))
 
 
 def is_contained(node: str, source_state: str) -> bool:
@@ -484,7 +497,7 @@ def stop_server(pid: int, mode: str, timeout: float = 60) -> None:
                 if all(s.startswith("Master has sent all binlog") for s in states):
                     break
                 time.sleep(0.005)
-            pos = conn.execute("SELECT @@gtid_current_pos").fetchone()[0]
+            pos = last_gtids(_history_of(conn))
             datadir = Path(conn.execute("SELECT @@datadir").fetchone()[0])
             _write_as(datadir / GTID_FILE, pos, database_user())
     signal_pid(pid, signal.SIGTERM)
@@ -517,7 +530,7 @@ def _node_gtid_pos(datadir: Path, run_as: RunAs) -> str:
     try:
         _wait_socket(sock, pid, log, 60)
         with _Admin(sock) as conn:
-            pos = conn.execute("SELECT @@gtid_current_pos").fetchone()[0]
+            pos = last_gtids(_history_of(conn))
             conn.execute("SHUTDOWN")
     finally:
         if not wait_gone(pid, 60, group=True):
