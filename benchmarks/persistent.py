@@ -153,6 +153,9 @@ def main() -> int:
     ap.add_argument("--switchovers", type=int, default=3, help="switchovers per client in the stall phase")
     ap.add_argument("--scale", type=float, default=1.0, help="table scale (1.0 = 20 x 10,000 rows)")
     ap.add_argument("--mode", choices=["sync", "async"], default="async")
+    ap.add_argument("--mirror-readable", action="store_true",
+                    help="run the mirror as a hot standby (it accepts read-only logins): the reference proxy then "
+                         "pre-attaches its sessions there during a switchover")
     ap.add_argument("--clients", default=",".join(CLIENTS),
                     help=f"comma-separated rows to measure (default all: {','.join(CLIENTS)}; "
                          "direct and reference are always measured, the ratios need them; reference-workers "
@@ -176,7 +179,7 @@ def main() -> int:
     started = time.monotonic()
     load_start = _loadavg()
     rows: dict[str, dict[str, Any]] = {}
-    with Pair(mode=args.mode, links="direct") as pair:
+    with Pair(mode=args.mode, links="direct", mirror_readable=args.mirror_readable) as pair:
         load_tables(pair.principal.dsn(), cfg.n_tables, cfg.n_rows)
         faults = Faults(pair)
         running: dict[str, Any] = {}
@@ -229,10 +232,11 @@ def main() -> int:
         finally:
             for client in running.values():
                 client.stop()
+    readable = " (mirror readable)" if args.mirror_readable else ""
     print(f"\nPER clients: OLTP throughput ({args.sessions} sessions, {args.seconds:g} s each, {args.rounds} rounds "
           f"taking turns; median) and stall per "
           f"switchover (20 sessions, {args.switchovers} switchovers each); {os.cpu_count()} cores, "
-          f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair, no fault proxy; load average 1/5/15 min "
+          f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair{readable}, no fault proxy; load average 1/5/15 min "
           f"{load_start} at the start, {_loadavg()} at the end")
     print(f"{'client':<22}{'ops/s':>9}{'x direct':>10}{'stall p50':>11}{'stall p99':>11}{'no-recovery':>13}"
           f"{'errors':>8}{'switchover':>12}")

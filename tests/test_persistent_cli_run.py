@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -84,6 +85,28 @@ def test_persistent_proxy_run_switchover_from_cli(run: Pair) -> None:
     assert password not in err
     listed_after = _cli("status", "--run", run.run_id, "--json")["persistent_proxies"]
     assert listed_after == []
+
+
+def test_cli_switchover_pre_attaches_on_a_readable_mirror() -> None:
+    """With a hot-standby mirror, ``fault --run ID switchover`` tells the CLI proxy the node about to be
+    promoted at its server address (``POST /prepare``), and the kept session is the one pre-attached
+    there (counter ``pre_attached``), its state intact on the new principal."""
+    with Pair(mode="async", links="direct", mirror_readable=True) as pair:
+        proc, info = _start("persistent-proxy", "--run", pair.run_id)
+        try:
+            with psycopg.connect(info["dsn"], autocommit=True) as conn:
+                conn.execute("SET application_name = 'warm-by-cli'")
+                _cli("fault", "--run", pair.run_id, "switchover", "--json")
+                pair.refresh()
+                assert _server_port(conn) == pair.principal.server_address[1]
+                assert conn.execute("SHOW application_name").fetchone()[0] == "warm-by-cli"  # type: ignore[index]
+            status = json.loads(subprocess.run([*CLI, "status", "--run", pair.run_id, "--json"], capture_output=True,
+                                               text=True, timeout=60).stdout)
+            admin = status["persistent_proxies"][0]["admin"]
+            counters = httpx.get(f"http://{admin}/status", timeout=10).json()["counters"]
+            assert counters["kept"] == 1 and counters["pre_attached"] == 1
+        finally:
+            _stop(proc)
 
 
 def test_down_stops_attached_clients() -> None:

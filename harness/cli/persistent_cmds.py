@@ -83,6 +83,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--recovery-window", type=float, default=60.0,
                    help="PER-3 recovery window, s (default 60)")
     p.add_argument("--probe-database", default="postgres", help="database for principal probes")
+    p.add_argument("--no-pre-attach", dest="pre_attach", action="store_false",
+                   help="do not log in on the node about to be promoted during a coordinated switchover (POST "
+                   "/prepare; by default each session's next connection is opened and its state replayed there "
+                   "while the old principal stops, when that node is a hot standby)")
     p.add_argument("--workers", default="1", metavar="N",
                    help="worker processes on the same listen address (default 1; 'auto' = one per core): a "
                    "supervisor runs N proxies, routes CancelRequests to the worker that owns the key and fans "
@@ -189,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                          max_message_size=args.max_message_size,
                          endpoints=[(kind, ("127.0.0.1", 0)) for kind in dict.fromkeys(args.readonly_endpoint)],
                          readonly_resolver=run_backend.readonly if run_backend is not None else None,
-                         removal_window=args.drain_window)
+                         removal_window=args.drain_window, pre_attach=args.pre_attach)
     token_file = Path(args.token_file) if args.token_file else None
     if admin and token_file is None:
         token_file = _private_dir() / f"admin-{os.getpid()}.token"

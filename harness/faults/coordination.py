@@ -7,6 +7,8 @@ Any adapter can take part by implementing :class:`SwitchoverCoordinator`::
     class MyPooler:
         def before_switchover(self) -> dict | None: ...      # drain: hold new work, wait for idle
         def after_switchover(self, new_principal_address) -> dict | None: ...   # re-point, resume
+        # optional: told first, before any drain, which node is about to be promoted (warm up there)
+        def prepare_switchover(self, next_principal_address) -> dict | None: ...
 
 and being registered on the fault vocabulary with ``faults.coordinate(client)``. Without a
 registered coordinator the switchover behaves exactly as before. Every step is recorded in the
@@ -17,12 +19,18 @@ history:
 | ``coord.before`` / ``coord.after`` | ``client`` (its name), ``fault_id`` (of the switchover) - the hook starts |
 | ``coord.before_done`` / ``coord.after_done`` | ``client``, ``fault_id``, ``seconds``, ``result`` (hook's return) |
 | (``coord.after*`` only) | ``stage``: ``writable`` (new principal writable, old one still rejoining) or ``done`` |
-| ``coord.error`` | ``client``, ``fault_id``, ``phase`` (``before``/``after``), ``error`` |
+| ``coord.prepare`` / ``coord.prepare_done`` | ``client``, ``fault_id``, ``address``; done: ``seconds``, ``result`` |
+| ``coord.error`` | ``client``, ``fault_id``, ``phase`` (``before``/``prepare``/``after``), ``error`` |
 
 A hook that raises is a harness problem of the coordinating adapter: it is recorded as
 ``coord.error`` and re-raised as :class:`CoordinationError` (a HarnessError) - never a rule verdict.
 ``after_switchover`` hooks run even when the role swap itself failed, so a drained client is always
-released.
+released. The optional ``prepare_switchover(next_principal_address)`` is called on every
+coordinator that has it first, before any drain, with the client address of the node about to be
+promoted (issue 15: the reference proxy logs in there for each session while the clients still run,
+replays the sessions' state there once drained, and only swaps those connections in at the resume).
+It must return at once; one that raises is recorded as ``coord.error`` (``phase: prepare``) and the
+switchover goes on - the client re-attaches the usual way, and no verdict depends on it.
 
 Early resume (issue 15): ``Faults`` passes the hooks to the topology's ``switchover(on_writable=)``,
 so ``after_switchover`` runs as soon as the new principal accepts writes (after promote and its
@@ -90,7 +98,9 @@ json_safe = _json_safe  # what coordination events carry of a hook's result (als
 
 def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Callable[..., Any],
                     new_address: Callable[[], Address], record: Recorder | None = None,
-                    fault_id: Any = None, early: bool = False) -> Any:
+                    fault_id: Any = None, early: bool = False,
+                    next_address: Callable[[], Address | None] | None = None,
+                    before_drain: Callable[[], Any] | None = None) -> Any:
     """Run a planned switchover ``action`` between the coordinators' hooks (PER-1/PER-4):
     every ``before_switchover()`` in order, ``action()``, then every ``after_switchover(new_address())``
     in reverse order (always, even if the action failed). Returns ``action()``'s result once the
@@ -101,8 +111,14 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
     ``after_switchover`` hooks run from that moment in a helper thread while the action goes on
     (old principal rewound, restarted, streaming). ``coord.after`` says which: ``stage="writable"``
     (resumed while the switchover still runs) or ``stage="done"`` (after the action returned or
-    failed; also when it failed before the new principal was writable)."""
+    failed; also when it failed before the new principal was writable).
+
+    ``next_address()`` names the node about to be promoted (its client address; None: unknown): every
+    coordinator with a ``prepare_switchover`` method is told it first; then ``before_drain()`` runs
+    (the topology's own preparation, e.g. a CHECKPOINT), then the drains, then ``action``."""
     if not coordinators:
+        if before_drain is not None:
+            before_drain()
         return action(lambda: None) if early else action()
 
     def emit(type_: str, **fields: Any) -> None:
@@ -134,6 +150,16 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
                 errors.append(exc)
         return errors
 
+    def prepare(address: Address | None) -> None:
+        for client in coordinators:
+            warm = getattr(client, "prepare_switchover", None)
+            if address is None or warm is None:
+                continue
+            try:  # a head start only: a failure is recorded, the resume re-attaches the usual way
+                hook("prepare", client, lambda w=warm: w(address), address=f"{address[0]}:{address[1]}")
+            except CoordinationError:
+                pass
+
     resumer: list[threading.Thread] = []
     early_errors: list[BaseException] = []
 
@@ -147,6 +173,9 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
         thread.start()
 
     try:
+        prepare(next_address() if next_address is not None else None)
+        if before_drain is not None:
+            before_drain()
         for client in coordinators:
             hook("before", client, client.before_switchover)
             drained.append(client)

@@ -35,6 +35,7 @@ from typing import Any
 
 from harness.errors import ConfigError, HarnessError, InvalidOperation
 from harness.faults.coordination import SwitchoverCoordinator, check_coordinator, json_safe, run_coordinated
+from harness.ports import Address
 from harness.topology import OperationResult, ProxiedLinks, Topology
 
 #: What a scoped fault returns: a context manager, or the same fault scheduled in the background.
@@ -469,17 +470,28 @@ class Faults:
         coordinators.append(check_coordinator(client))
         return lambda: coordinators.remove(client) if client in coordinators else None
 
+    def _next_principal(self, target: str | None) -> Address | None:
+        """The client address of the node a switchover to ``target`` will promote (default: the
+        mirror, as the topology picks it), for the coordinators' ``prepare_switchover``; None when
+        there is no such node."""
+        try:
+            node = self.topology.node(target) if target else self.topology.mirror
+            return tuple(node.client_address)  # type: ignore[return-value]
+        except Exception:  # noqa: BLE001 - only a hint: the switchover itself reports a bad target
+            return None
+
     @contextlib.contextmanager
     def _role_op(self, fault: str, target: str | None) -> Iterator[OperationResult]:
         with self._recorded(fault, target, {"principal_before": self.topology.principal.name}) as fid:
-            if fault == "switchover":
-                self.topology.prepare_switchover()
             if fault == "switchover" and self._coordinators:
                 yield run_coordinated(list(self._coordinators),
                                       lambda on_writable: self.topology.switchover(target, on_writable=on_writable),
                                       lambda: self.topology.principal.client_address, self._record, fid,
-                                      early=True)
+                                      early=True, next_address=lambda: self._next_principal(target),
+                                      before_drain=self.topology.prepare_switchover)
                 return
+            if fault == "switchover":
+                self.topology.prepare_switchover()
             yield getattr(self.topology, fault)(target)
 
     # ---------------------------------------------------------------------------- heal

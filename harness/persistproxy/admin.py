@@ -4,6 +4,9 @@
 * ``POST /drain``   body ``{"timeout": seconds}`` (optional) -> :meth:`PersistentProxy.drain` (PER-4)
 * ``POST /resume``  body ``{"host": h, "port": p}`` (optional) -> :meth:`PersistentProxy.resume`
   (PER-1, PER-3); the address must be one the proxy was configured with (else 403)
+* ``POST /prepare`` body ``{"host": h, "port": p}`` -> :meth:`PersistentProxy.prepare` (after a
+  drain: pre-attach the kept sessions to the hot standby about to be promoted; answers at once; the
+  same allow-list as ``/resume``)
 * ``POST /remove-node`` body ``{"host": h, "port": p, "window": seconds}`` (window optional) ->
   :meth:`PersistentProxy.remove_node` (PER-9, PER-10): the read-only node at that address is routed
   away from and its sessions moved or closed before the answer
@@ -148,6 +151,17 @@ def build_app(proxy: PersistentProxy, token: str) -> web.Application:
                                f"(allowed: {allowed}); omit host/port to let the proxy find the principal")
         return web.json_response(await proxy.resume(address))
 
+    async def prepare(request: web.Request) -> web.Response:
+        try:
+            address = _address(await _body(request))
+        except ValueError:
+            address = None
+        if address is None:
+            return _error(400, "prepare needs host (a string) and port (1-65535): the node about to be promoted")
+        if not proxy.allows_principal(address):
+            return _error(403, f"{address[0]}:{address[1]} is not a principal this proxy may resume on")
+        return web.json_response(await proxy.prepare(address))
+
     async def remove_node(request: web.Request) -> web.Response:
         body = await _body(request)
         try:
@@ -166,6 +180,7 @@ def build_app(proxy: PersistentProxy, token: str) -> web.Application:
     app.router.add_get("/status", status)
     app.router.add_post("/drain", drain)
     app.router.add_post("/resume", resume)
+    app.router.add_post("/prepare", prepare)
     app.router.add_post("/remove-node", remove_node)
     return app
 

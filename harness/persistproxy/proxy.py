@@ -38,6 +38,7 @@ from .backend import (
 from .relay import Tap, give_back, take_over
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
 from .state import NOT_SETTABLE, SessionState, quote_literal
+from .warm import WarmSet
 
 log = protect_logger(logging.getLogger(__name__))  # log lines hold no password (issue 17)
 
@@ -93,6 +94,9 @@ class ProxyConfig:
     larger one is answered with a FATAL 08P01 naming the limit and closes that session only.
     ``allowed_principals``: addresses, besides ``candidates``, that the admin ``POST /resume`` may
     name (e.g. every node of the topology); any other address is refused with 403.
+    ``pre_attach``: let :meth:`PersistentProxy.prepare` open the sessions' next back connections on
+    the node about to be promoted while the switchover runs (one extra login per session there,
+    briefly; issue 15 stall). Off: every session re-attaches after the promotion.
     """
 
     user: str
@@ -108,6 +112,7 @@ class ProxyConfig:
     retry_interval: float = 0.1
     on_event: EventCallback | None = None
     snapshot_at_drain: bool = True
+    pre_attach: bool = True
     database: str = "postgres"  # database used by the proxy's own probes
     auth_timeout: float = 60.0  # startup + authentication of a front client
     eager_reattach: bool = True  # unplanned failover: re-attach idle sessions at once
@@ -410,12 +415,17 @@ class Session:
             except (BackendError, OSError) as exc:
                 back.close()
                 raise BackendError(f"session state could not be replayed: {exc}", "REPLAY") from exc
+            self._replayed(back)
+        self._install(back)
+
+    def _install(self, back: BackConn) -> None:
         self.back = back
         self.detached = False
         self._start_back_relay(back)
 
     async def _replay(self, back: BackConn) -> None:
-        """Replay GUCs, LISTENs and prepared statements on ``back`` (PER-2)."""
+        """Replay GUCs, LISTENs and prepared statements on ``back`` (PER-2); :meth:`_replayed` counts
+        it once the connection is used."""
         assert self.state is not None
         st = self.state
         await back.simple_query(";\n".join(st.replay_sql()))
@@ -442,18 +452,31 @@ class Session:
                     break
             if error is not None:
                 raise BackendError(f"re-preparing statements failed: {error}")
+
+    def _replayed(self, back: BackConn, warm: bool = False) -> None:
+        st = self.state
+        assert st is not None
         st.counters["replays"] += 1
         self.proxy._emit("persist.replayed", session=self.id, address=f"{back.address[0]}:{back.address[1]}",
                          gucs=len(st.committed.gucs) + len(st.snapshot_gucs),
-                         prepared=len(st.prepared_parse) + len(st.prepared_sql))
+                         prepared=len(st.prepared_parse) + len(st.prepared_sql), warm=warm)
         self.proxy.counters["replays"] += 1
 
     async def reattach(self, deadline: float, address: Address | None = None) -> None:
-        """Re-open the back connection on the (new) principal and replay state (PER-1, PER-2)."""
+        """Re-open the back connection on the (new) principal and replay state (PER-1, PER-2); a
+        connection pre-attached to ``address`` during the drain (:mod:`.warm`) is taken as it is."""
         async with self.back_lock:
             if self.closed or self.back is not None:
                 return
-            await self._attach(deadline, replay=True, address=address)
+            warm = await self.proxy.warm.take(self.id, address) if address is not None else None
+            if warm is not None and not self.closed:
+                self._replayed(warm, warm=True)
+                self.proxy.counters["pre_attached"] += 1
+                self._install(warm)
+            else:
+                if warm is not None:
+                    warm.close()
+                await self._attach(deadline, replay=True, address=address)
             self.lost_at = None
             self.proxy._kept.discard(self.id)
             self.proxy.counters["reconnects"] += 1
@@ -827,6 +850,17 @@ class Session:
                 self._resume_front()
 
 
+async def _is_principal(address: Address, cfg: ProxyConfig) -> bool:
+    """Whether the server at ``address`` accepts a login and is out of recovery (PER-1 resume)."""
+    probe = await connect_backend(address, cfg.user, cfg.password, {"database": cfg.database}, cfg.connect_timeout)
+    try:
+        rows = await asyncio.wait_for(probe.simple_query("SELECT pg_catalog.pg_is_in_recovery()"),
+                                      cfg.connect_timeout)
+    finally:
+        probe.close()
+    return rows[0][0][0] == "f"
+
+
 def _check_front_header(t: int, length: int, limit: int) -> None:
     """Refuse a frontend message of an unknown type, an impossible length or one above
     ``max_message_size`` (issue 17) with a :class:`ProtocolError` naming the problem."""
@@ -886,6 +920,8 @@ class PersistentProxy:
         #: the read-only endpoints' bound addresses, ``[(kind, (host, port))]`` (PER-10)
         self.endpoint_addresses: list[tuple[str, Address]] = []
         self._removed: set[Address] = set()  # read-only nodes removed (PER-9): never picked again
+        self.warm = WarmSet()  # back connections opened ahead on the node about to be promoted
+        self._warm_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Address:
@@ -915,6 +951,7 @@ class PersistentProxy:
             server.close()
         for s in list(self.sessions.values()):
             s._teardown()
+        self.warm.discard()
         if self._recovery_task is not None:
             self._recovery_task.cancel()
         tasks = [s.task for s in self.sessions.values() if s.task is not None]
@@ -1131,14 +1168,28 @@ class PersistentProxy:
             if self._recovery_task is not None:
                 self._recovery_task.cancel()
             self.counters["drains"] += 1
+            if self._warm_timer is not None:
+                self._warm_timer.cancel()
             self._emit("persist.drain_start", sessions=len(self.sessions), window=window)
             deadline = t0 + window
-            while time.monotonic() < deadline:
-                busy = [s for s in self.sessions.values()
-                        if s.ready and not s.closed and s.back is not None and not s.state.is_idle()]
-                if not busy:
+            # a session that is idle stays idle while the gate holds its next statement: its snapshot
+            # is taken at once, beside the wait for the busy ones (not all of them after it)
+            snapshots: dict[int, asyncio.Task[tuple[str, str] | None]] = {}
+            while True:
+                busy = False
+                for s in list(self.sessions.values()):
+                    if not s.ready or s.closed or s.back is None or s.state is None:
+                        continue
+                    if not s.state.is_idle():
+                        busy = True
+                    elif (self.config.snapshot_at_drain and s.id not in snapshots
+                          and s.state.blocker() is None):
+                        s.detached = True
+                        snapshots[s.id] = asyncio.ensure_future(self._snapshot(s))
+                if not busy or time.monotonic() >= deadline:
                     break
                 await asyncio.sleep(0.005)
+            idle_at = time.monotonic()
             kept: list[int] = []
             closed: list[dict[str, Any]] = []
             candidates = [s for s in list(self.sessions.values())
@@ -1146,11 +1197,10 @@ class PersistentProxy:
             blockers = [s.state.blocker() for s in candidates]  # type: ignore[union-attr]
             for s in candidates:
                 s.detached = True
-            if self.config.snapshot_at_drain:
-                idle = [i for i, s in enumerate(candidates) if blockers[i] is None and s.back is not None]
-                found = await asyncio.gather(*(self._snapshot(candidates[i]) for i in idle))
-                for i, blocker in zip(idle, found, strict=True):
-                    blockers[i] = blocker
+            found = dict(zip(snapshots, await asyncio.gather(*snapshots.values()), strict=True))
+            for i, s in enumerate(candidates):
+                if blockers[i] is None and s.id in found:
+                    blockers[i] = found[s.id]
             for s, blocker in zip(candidates, blockers, strict=True):
                 if s.closed:
                     continue
@@ -1168,9 +1218,11 @@ class PersistentProxy:
                     s.back_task.cancel()
                 kept.append(s.id)
                 self._count_kept(s)
+            self._warm_replay(kept)
             self._drained_at = time.monotonic()
             seconds = self._drained_at - t0
-            self._emit("persist.drain_end", kept=len(kept), closed=len(closed), seconds=seconds)
+            self._emit("persist.drain_end", kept=len(kept), closed=len(closed), seconds=seconds,
+                       idle_seconds=idle_at - t0)
             self._recovery_task = asyncio.create_task(self._recovery_timer())
             return {"kept": kept, "closed": closed, "seconds": seconds}
 
@@ -1234,6 +1286,7 @@ class PersistentProxy:
                              rule="PER-3", reason=why)
         self._holding = False
         self._drained_at = None
+        self.warm.discard()
         assert self._gate is not None
         self._gate.set()
 
@@ -1256,14 +1309,10 @@ class PersistentProxy:
             while principal is None:
                 try:
                     target = address or await self.resolve()
-                    probe = await connect_backend(target, cfg.user, cfg.password,
-                                                  {"database": cfg.database}, cfg.connect_timeout)
-                    try:
-                        rows = await asyncio.wait_for(
-                            probe.simple_query("SELECT pg_catalog.pg_is_in_recovery()"), cfg.connect_timeout)
-                    finally:
-                        probe.close()
-                    if rows[0][0][0] != "f":
+                    writable = await self.warm.is_principal(target)  # no login when pre-attached
+                    if writable is None:
+                        writable = await _is_principal(target, cfg)
+                    if not writable:
                         raise BackendError(f"{target[0]}:{target[1]} is still in recovery (not a principal)")
                     principal = target
                 except (BackendError, OSError, TimeoutError) as exc:
@@ -1297,8 +1346,49 @@ class PersistentProxy:
                     closed.append({"session": s.id, "reason": reason, "rule": rule})
             self._kept.clear()
             self._drained_at = None
+            warm = self.warm.summary()
+            self.warm.discard()
             return {"resumed": len(kept) - len(closed), "closed": closed,
-                    "principal": f"{principal[0]}:{principal[1]}"}
+                    "principal": f"{principal[0]}:{principal[1]}", **warm}
+
+    async def prepare(self, address: Address) -> dict[str, Any]:
+        """Pre-attach for a planned switchover to ``address`` - the hot standby about to be promoted
+        (issue 15 stall, :mod:`.warm`): log in there once per session now, in the background (the
+        clients still run), and replay each kept session's state there (PER-2) as soon as the drain
+        has fixed it, so that :meth:`resume` on that address only swaps the connections in. Called
+        before :meth:`drain` (or after it: then the replays start at once). Sessions of read-only
+        endpoints and sessions that LISTEN (refused during recovery) are left to the usual
+        re-attach, and so is every session whose pre-attach fails. Connections not taken are closed
+        at the resume, the give-up (PER-3), the proxy's stop, or when no drain follows within the
+        drain window plus 30 s. Returns at once: ``{"warming": n, "address": "host:port"}``."""
+        assert self._lock is not None
+        target = (str(address[0]), int(address[1]))
+        where = f"{target[0]}:{target[1]}"
+        if not self.config.pre_attach:
+            return {"warming": 0, "address": where, "reason": "pre-attach is off"}
+        async with self._lock:
+            cfg = self.config
+            openers = {}
+            for s in list(self.sessions.values()):
+                if (s.ready and not s.closed and s.state is not None and s.endpoint == CLUSTER
+                        and not s.state.committed.listens and (not self._holding or s.id in self._kept)):
+                    openers[s.id] = functools.partial(connect_backend, target, cfg.user, cfg.password,
+                                                      s.state.startup, cfg.connect_timeout)
+            self.warm.start(target, openers, functools.partial(
+                connect_backend, target, cfg.user, cfg.password, {"database": cfg.database}, cfg.connect_timeout))
+            if self._warm_timer is not None:
+                self._warm_timer.cancel()
+            if self._holding:
+                self._warm_replay(self._kept)
+            else:
+                self._warm_timer = asyncio.get_running_loop().call_later(
+                    cfg.drain_window + 30.0, lambda: None if self._holding else self.warm.discard())
+            self._emit("persist.prepare", address=where, sessions=len(openers))
+            return {"warming": len(openers), "address": where}
+
+    def _warm_replay(self, kept: Any) -> None:
+        if self.warm.target is not None:
+            self.warm.replay({sid: self.sessions[sid]._replay for sid in kept if sid in self.sessions})
 
     async def switchover(self, action: Callable[[], Any], timeout: float | None = None) -> dict[str, Any]:
         """``drain()``, run ``action`` (the topology's switchover; sync callables run in a thread),
@@ -1335,6 +1425,7 @@ class PersistentProxy:
                 "closed_by_reason": dict(self.closed_by_reason),
                 "reconnects": self.counters["reconnects"],
                 "replays": self.counters["replays"],
+                "pre_attached": self.counters["pre_attached"],
                 "drains": self.counters["drains"],
                 "back_lost": self.counters["back_lost"],
                 "cancels": self.counters["cancels"],

@@ -58,3 +58,11 @@ def give_back(writer: asyncio.StreamWriter) -> None:
     protocol = getattr(writer, "_protocol", None)
     if protocol is not None and writer.transport.get_protocol() is not protocol:
         writer.transport.set_protocol(protocol)
+
+
+def is_quiet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Whether a connection still on its stream is open and has received nothing that nobody read
+    (an idle PostgreSQL back connection is told nothing unasked: pending bytes are a FATAL or a
+    notice, EOF means it is gone)."""
+    return not (getattr(reader, "_buffer", b"") or reader.at_eof() or reader.exception() is not None
+                or writer.transport.is_closing())

@@ -80,6 +80,11 @@ class ThreadedPersistentProxy:
         """Blocking :meth:`PersistentProxy.drain` (PER-4, PER-5..8)."""
         return self.call(lambda: self.proxy.drain(timeout))
 
+    def prepare(self, address: Address) -> dict[str, Any]:
+        """Blocking :meth:`PersistentProxy.prepare` (returns at once; the pre-attach runs in the
+        proxy's loop - issue 15 stall, PER-1/PER-2)."""
+        return self.call(lambda: self.proxy.prepare(address))
+
     def resume(self, address: Address | None = None) -> dict[str, Any]:
         """Blocking :meth:`PersistentProxy.resume` (PER-1, PER-2, PER-3)."""
         return self.call(lambda: self.proxy.resume(address))

@@ -60,6 +60,13 @@ class AdminCoordinator:
         body = {} if self.drain_timeout is None else {"timeout": self.drain_timeout}
         return self._post("/drain", body, timeout=(self.drain_timeout or 60.0) + 30.0)
 
+    def prepare_switchover(self, next_principal_address: Address) -> Any:
+        """``POST /prepare`` with the node's address on the proxy's back-end path: pre-attach the kept
+        sessions there while the switchover runs (issue 15 stall; answers at once)."""
+        key = (str(next_principal_address[0]), int(next_principal_address[1]))
+        host, port = self.addresses.get(key, key)
+        return self._post("/prepare", {"host": host, "port": port}, timeout=30.0)
+
     def after_switchover(self, new_principal_address: Address) -> Any:
         """``POST /resume`` without an address: the proxy resolves the new principal itself (its
         back end may be the nodes' server addresses, not the client-facing one passed here)."""

@@ -60,6 +60,11 @@ class ReferenceClient(EmbeddedProxyClient):
         host, port = self.endpoint_address(kind)
         return f"host={host} port={port} dbname={dbname} user={self.user} password={self.password}"
 
+    def prepare_switchover(self, next_principal_address: Address) -> Any:
+        """Issue 15 stall: pre-attach the kept sessions to the hot standby about to be promoted
+        (:meth:`PersistentProxy.prepare`; returns at once, the resume takes them if they are ready)."""
+        return self.proxy.prepare(tuple(next_principal_address))
+
     def before_remove_node(self, address: Address) -> Any:
         """PER-9/10: route away from the read-only node at ``address``, move or close its sessions."""
         return self.proxy.remove_node(tuple(address))

@@ -98,6 +98,12 @@ class ReferenceProcessClient(ClientBase):
         """PER-4: ``POST /drain`` (every worker, in parallel)."""
         return self._post("/drain", {}, timeout=self.drain_window + 30.0)
 
+    def prepare_switchover(self, next_principal_address: Address) -> Any:
+        """Issue 15 stall: ``POST /prepare`` - every worker pre-attaches its kept sessions to the
+        node about to be promoted (answers at once)."""
+        host, port = next_principal_address
+        return self._post("/prepare", {"host": host, "port": int(port)}, timeout=30.0)
+
     def after_switchover(self, new_principal_address: Address) -> Any:
         """PER-1/2/3: ``POST /resume`` on the new principal's address."""
         host, port = new_principal_address
