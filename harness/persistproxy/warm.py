@@ -2,19 +2,26 @@
 
 Between the drain and the resume the old principal is stopped and the chosen standby promoted. When
 that standby is a hot standby (it accepts read-only logins), each kept session's next back
-connection can be opened there *before* the promotion and its state replayed there (settings, prepared
-statements): a PostgreSQL session opened during recovery stays open across ``pg_promote`` and its
-transactions are read-write from then on. The resume then only swaps the ready connections in, so a
-client's stall is the drain plus the role swap, not plus twenty logins and replays.
+connection can be opened there *before* the promotion: a PostgreSQL session opened during recovery
+stays open across ``pg_promote`` and its transactions are read-write from then on. Two steps:
 
-A warm connection is only a head start, never trusted blindly:
+1. the logins, as soon as the coordinator names the node (``prepare_switchover``, before the
+   drain: the clients still run, and the server's SCRAM work is off the stall);
+2. the replay of each kept session's state (settings, prepared statements; PER-2), as soon as the
+   drain has fixed it - it runs while the old principal stops.
+
+The resume then only swaps the ready connections in, so a client's stall is the drain plus the role
+swap, not plus a login and a replay per session. A warm connection is only a head start, never
+trusted blindly:
 
 * it is used only when the resume names the address it was opened to, and only after a login-free
   check on a warm probe connection (``pg_is_in_recovery()`` is false there) - else it is closed and
   the session re-attaches the usual way (a cold re-attach);
 * a session whose replay cannot run on a standby (``LISTEN``; a serializable default, which a hot
-  standby refuses) or whose connection failed or closed meanwhile re-attaches cold;
-* every connection not taken is closed at the resume, the give-up (PER-3) and the proxy's stop.
+  standby refuses), or whose connection failed or received anything unasked meanwhile, re-attaches
+  cold; so does every session when the node accepts no logins (``hot_standby=off``);
+* every connection not taken is closed at the resume, the give-up (PER-3), the proxy's stop, or
+  when no drain follows the logins in time.
 """
 
 from __future__ import annotations
