@@ -848,6 +848,78 @@ def test_replay_failure_closes_with_reason(h: Harness) -> None:
     assert "only_on_a" in (err.diag.message_detail or "")
 
 
+def _counters(h: Harness) -> dict[str, Any]:
+    return h.proxy.status()["counters"]
+
+
+def test_lazy_re_prepare_sends_each_statement_at_its_first_use(h: Harness) -> None:
+    """PER-2 with lazy re-prepare (issue 15 stall): 30 protocol-level statements are not replayed in
+    the resume but each just before its first Bind on the new principal - one Parse for one use - and
+    all of them before SQL that may name them (``pg_prepared_statements``), which then lists them
+    all, as on the old principal; the proxy's own ParseCompletes and Sync never reach the client."""
+    c = h.connect()
+    for i in range(30):
+        c.execute(f"SELECT %s::int + {i}", [1], prepare=True)
+    names = {r[0] for r in c.execute("SELECT name FROM pg_prepared_statements")}
+    assert len(names) == 30
+    _, resumed = h.switchover()
+    assert resumed["resumed"] == 1
+    [replayed] = h.history.events("persist.replayed")
+    assert replayed.get("lazy") == 30 and replayed.get("address").endswith(str(h.b.port))
+    assert c.execute("SELECT %s::int + 7", [1], prepare=True).fetchone()[0] == 8  # type: ignore[index]
+    assert _counters(h)["lazy_prepares"] == 1
+    with c.pipeline():  # pipelined Binds of two missing statements in one batch
+        cur1 = c.execute("SELECT %s::int + 3", [1], prepare=True)
+        cur2 = c.execute("SELECT %s::int + 4", [1], prepare=True)
+    assert cur1.fetchone()[0] == 4 and cur2.fetchone()[0] == 5  # type: ignore[index]
+    assert _counters(h)["lazy_prepares"] == 3
+    after = {r[0] for r in c.execute("SELECT name FROM pg_prepared_statements")}
+    assert after == names and _counters(h)["lazy_prepares"] == 30
+    assert port_of(c) == h.b.port
+    assert c.execute("SELECT %s::int + 29", [1], prepare=True).fetchone()[0] == 30  # type: ignore[index]
+    assert _counters(h)["lazy_prepares"] == 30  # already there: nothing more sent
+
+
+def test_lazy_re_prepare_that_fails_errors_at_the_use_and_keeps_the_session(h: Harness) -> None:
+    """A statement that cannot be prepared on the new principal (its table exists only on the old
+    one) fails where it is used - the client's Bind gets the server's error - and the session goes on;
+    before SQL that may name it, the failing Parse is the proxy's own and its error is not relayed."""
+    h.a.psql("CREATE TABLE IF NOT EXISTS lazy_only_on_a (x int); GRANT ALL ON lazy_only_on_a TO app")
+    c = h.connect()
+    c.execute("SELECT count(*) FROM lazy_only_on_a WHERE x = %s", [1], prepare=True)
+    c.execute("SELECT %s::int", [1], prepare=True)
+    _, resumed = h.switchover()
+    assert resumed["resumed"] == 1 and not resumed["closed"]
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        c.execute("SELECT count(*) FROM lazy_only_on_a WHERE x = %s", [1], prepare=True)
+    assert c.execute("SELECT 1").fetchone()[0] == 1  # type: ignore[index]
+    h.proxy.drain()
+    h.current = h.a.server_address  # back to A, where the table exists, then once more to B
+    h.proxy.resume()
+    c2 = h.connect()
+    c2.execute("SELECT count(*) FROM lazy_only_on_a WHERE x = %s", [2], prepare=True)
+    c2.execute("SELECT %s::int", [2], prepare=True)
+    h.switchover()
+    names = [r[0] for r in c2.execute("SELECT name FROM pg_prepared_statements")]  # quiet: no error
+    assert len(names) == 1 and _counters(h)["lazy_prepares"] >= 2
+    assert port_of(c2) == h.b.port
+
+
+def test_eager_prepare_replays_every_statement_in_the_resume(servers: tuple[LocalServer, LocalServer]) -> None:
+    h = Harness(*servers, lazy_prepare=False)
+    try:
+        c = h.connect()
+        for i in range(5):
+            c.execute(f"SELECT %s::int + {i}", [1], prepare=True)
+        h.switchover()
+        [replayed] = h.history.events("persist.replayed")
+        assert replayed.get("lazy") == 0 and replayed.get("prepared") == 5
+        assert c.execute("SELECT %s::int + 2", [1], prepare=True).fetchone()[0] == 3  # type: ignore[index]
+        assert _counters(h)["lazy_prepares"] == 0
+    finally:
+        h.close()
+
+
 def test_second_drain_is_a_no_op(h: Harness) -> None:
     """PER-4: a second drain before resume keeps the same sessions and closes nothing."""
     c = h.connect()

@@ -31,6 +31,9 @@ class BackConn:
     params: dict[str, str] = field(default_factory=dict)
     buf: bytearray = field(default_factory=bytearray)
     closed: bool = False
+    #: protocol-level statements the session has but this connection has not been sent yet (lazy
+    #: re-prepare: each is sent just before the client's first message that names it)
+    missing: set[str] = field(default_factory=set)
 
     async def read_message(self) -> tuple[bytes, bytes]:
         """Read one whole message ``(type, bytes)``."""

@@ -57,6 +57,7 @@ _LENGTH = struct.Struct("!i").unpack_from  # a message's length field
 _KINDS = [bytes([i]) for i in range(256)]
 # CopyData, CopyDone, CopyFail, Flush: part of a request already started (no switchover gate, PER-4)
 _CONTINUING = frozenset(b"dcfH")  # a message's type as the 1-byte ``kind`` (no allocation)
+_NAMING = frozenset(b"BDCPQ")  # messages that may name a prepared statement (lazy re-prepare)
 
 # PER-10 endpoint kinds: the default listener is the cluster endpoint (the principal); custom
 # endpoints route to read-only nodes, balanced by active requests (a session on a removed node moves
@@ -94,6 +95,10 @@ class ProxyConfig:
     larger one is answered with a FATAL 08P01 naming the limit and closes that session only.
     ``allowed_principals``: addresses, besides ``candidates``, that the admin ``POST /resume`` may
     name (e.g. every node of the topology); any other address is refused with 403.
+    ``lazy_prepare``: after a re-attach, send each protocol-level prepared statement's Parse only
+    just before the client's first message that names it (Bind, Describe; all of them before SQL
+    that may name them: EXECUTE, DEALLOCATE, ``pg_prepared_statements``), instead of all of them in
+    the replay (issue 15 stall: sysbench prepares ~180 statements per session). Off: all at once.
     ``pre_attach``: let :meth:`PersistentProxy.prepare` open the sessions' next back connections on
     the node about to be promoted while the switchover runs (one extra login per session there,
     briefly; issue 15 stall). Off: every session re-attaches after the promotion.
@@ -113,6 +118,7 @@ class ProxyConfig:
     on_event: EventCallback | None = None
     snapshot_at_drain: bool = True
     pre_attach: bool = True
+    lazy_prepare: bool = True
     database: str = "postgres"  # database used by the proxy's own probes
     auth_timeout: float = 60.0  # startup + authentication of a front client
     eager_reattach: bool = True  # unplanned failover: re-attach idle sessions at once
@@ -436,6 +442,9 @@ class Session:
                  if k not in NOT_SETTABLE and back.params.get(k) != v]
         if fixes:
             await back.simple_query(";\n".join(fixes))
+        if self.proxy.config.lazy_prepare:  # each Parse goes just before its first use (_lazy_parses)
+            back.missing = set(st.prepared_parse)
+            return
         parses = st.replay_parse()  # raw bytes, in the client's encoding: after it is restored
         if parses:
             back.writer.write(b"".join(parses) + pq.SYNC)
@@ -459,7 +468,7 @@ class Session:
         st.counters["replays"] += 1
         self.proxy._emit("persist.replayed", session=self.id, address=f"{back.address[0]}:{back.address[1]}",
                          gucs=len(st.committed.gucs) + len(st.snapshot_gucs),
-                         prepared=len(st.prepared_parse) + len(st.prepared_sql), warm=warm)
+                         prepared=len(st.prepared_parse) + len(st.prepared_sql), lazy=len(back.missing), warm=warm)
         self.proxy.counters["replays"] += 1
 
     async def reattach(self, deadline: float, address: Address | None = None) -> None:
@@ -556,6 +565,13 @@ class Session:
                     st.rows_started = True
                 elif t == 50:  # BindComplete
                     st.on_bind_complete()
+                elif st.injected and (t == 49 or t == 69 or t == 90) and st.on_injected_answer(t):
+                    # the answer to the proxy's own Parse / Sync (lazy re-prepare): not the client's
+                    if pieces is None:
+                        pieces = []
+                    pieces.append(data[out_start:pos])
+                    out_start = pos = end
+                    continue
                 elif t == 90 and length == 5:  # ReadyForQuery
                     st.on_ready(data[pos + 5])
                 else:
@@ -750,6 +766,7 @@ class Session:
         n = len(buf)
         pos = 0
         block_start = 0
+        missing = self.back.missing if self.back is not None else None
         while n - pos >= 5:
             t = buf[pos]
             length = _LENGTH(buf, pos + 1)[0]
@@ -775,6 +792,13 @@ class Session:
                 if proxy._holding or self.back is None:
                     self._go_slow(gate=True)
                     return pos
+            if missing and t in _NAMING:  # lazy re-prepare: the statements this message names first
+                inject = self._lazy_parses(t, buf[pos:end] if end <= n else buf[pos:n], missing)
+                if inject:
+                    if pos > block_start:
+                        self._write_back(buf[block_start:pos])
+                    block_start = pos
+                    self._write_back(inject)
             if t != 100:  # CopyData carries no state
                 try:
                     st.on_front(_KINDS[t], buf[pos:end] if end <= n else buf[pos:n])
@@ -789,6 +813,50 @@ class Session:
         if pos > block_start:
             self._write_back(buf if block_start == 0 and pos == n else buf[block_start:pos])
         return pos
+
+    def _lazy_parses(self, t: int, message: bytes, missing: set[str]) -> bytes:
+        """Lazy re-prepare (PER-2, issue 15 stall): the Parse messages to send on this back connection
+        before the client's ``message`` so that every prepared statement it may name exists there -
+        the one a Bind or Describe names; all of them before a Parse or Query whose SQL may name
+        them (EXECUTE, DEALLOCATE, ``pg_prepared_statements``). A Close or a new Parse of a name
+        only forgets it. Before a new request each Parse is followed by a Sync of the proxy's, and
+        their answers, an error included, are the proxy's (a statement that cannot be prepared again
+        then fails at its use, as on the server); inside one, an error answers the client's request."""
+        st = self.state
+        assert st is not None
+        if t == 66:  # Bind: portal, statement
+            name = pq.read_cstr(message, pq.read_cstr(message, 5)[1])[0]
+            return self._inject([name], missing, quiet=False) if name in missing else b""
+        if t == 68 or t == 67:  # Describe / Close: 'S' + statement name, or 'P' + portal
+            if message[5] != 83:
+                return b""
+            name = pq.read_cstr(message, 6)[0]
+            if t == 67:
+                missing.discard(name)
+                return b""
+            return self._inject([name], missing, quiet=False) if name in missing else b""
+        if t == 80:  # Parse: the client defines this name itself
+            missing.discard(pq.read_cstr(message, 5)[0])
+        low = message.lower()
+        if b"execute" in low or b"deallocate" in low or b"prepared_statements" in low:
+            return self._inject(sorted(missing), missing, quiet=not st.unsynced)
+        return b""
+
+    def _inject(self, names: list[str], missing: set[str], quiet: bool) -> bytes:
+        st = self.state
+        assert st is not None
+        out = []
+        for name in names:
+            missing.discard(name)
+            raw = st.prepared_parse.get(name)
+            if raw is not None:
+                out.append(raw)
+                st.on_injected_parse(raw, quiet)
+                self.proxy.counters["lazy_prepares"] += 1
+                if quiet:  # one Sync each: a Parse that fails does not make the server skip the next
+                    out.append(pq.SYNC)
+                    st.on_injected_sync()
+        return b"".join(out)
 
     def _stream_rest(self, data: bytes) -> bytes:
         """Relay the next bytes of a large CopyData/Bind/FunctionCall message to the back connection
@@ -1426,6 +1494,7 @@ class PersistentProxy:
                 "reconnects": self.counters["reconnects"],
                 "replays": self.counters["replays"],
                 "pre_attached": self.counters["pre_attached"],
+                "lazy_prepares": self.counters["lazy_prepares"],
                 "drains": self.counters["drains"],
                 "back_lost": self.counters["back_lost"],
                 "cancels": self.counters["cancels"],

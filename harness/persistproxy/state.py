@@ -45,7 +45,7 @@ class Pending:
     __slots__ = ("kind", "name", "raw", "sql", "index", "_statements")
 
     def __init__(self, kind: str, name: str = "", raw: bytes = b"", sql: str = "") -> None:
-        self.kind = kind  # 'P','B','D','E','C','S','Q','F'
+        self.kind = kind  # 'P','B','D','E','C','S','Q','F'; the proxy's own: 'p','q' (Parse), 's' (Sync)
         self.name = name
         self.raw = raw
         self.sql = sql  # for 'Q' and 'E': the query text, split lazily
@@ -102,6 +102,7 @@ class SessionState:
         self.last_tag = ""
         self.snapshot_gucs: dict[str, str] = {}  # from pg_settings at a planned drain
         self.counters = {"statements": 0, "replays": 0}
+        self.injected = False  # the proxy's own Parse/Sync (lazy re-prepare) may be in ``inflight``
 
     # ----------------------------------------------------------------------- views
     @property
@@ -277,6 +278,43 @@ class SessionState:
                 self.codec = pq.python_codec(value)
             return
 
+    def on_injected_parse(self, raw: bytes, quiet: bool) -> None:
+        """Record a Parse the proxy sends itself (lazy re-prepare of a statement the client prepared
+        before a switchover, PER-2): its ParseComplete is the proxy's, not the client's. ``quiet``:
+        an error answering it is the proxy's too (a Sync of its own follows, :meth:`on_injected_sync`)."""
+        name, sql = pq.parse_parse(raw, self.codec)
+        self.statement_sql[name] = sql
+        self.inflight.append(Pending("q" if quiet else "p", name=name, raw=raw))
+        self.injected = True
+
+    def on_injected_sync(self) -> None:
+        """Record a Sync the proxy sends itself after quiet Parses: its ReadyForQuery is the proxy's."""
+        self.inflight.append(Pending("s"))
+
+    def on_injected_answer(self, t: int) -> bool:
+        """Whether the server message of type byte ``t`` answers the proxy's own Parse or Sync (then
+        it is recorded here and not relayed): ParseComplete of an injected Parse, an error of a quiet
+        one (the server then skips to the proxy's Sync) and that Sync's ReadyForQuery. An error of an
+        injected Parse that is not quiet is the client's answer (its own messages are skipped)."""
+        inflight = self.inflight
+        if not inflight:
+            return False
+        head = inflight[0]
+        kind = head.kind
+        if t == 49 and kind in ("p", "q"):  # ParseComplete
+            inflight.popleft()
+            self.prepared_parse[head.name] = head.raw
+            return True
+        if t == 69 and kind == "q":  # ErrorResponse: the statement stays unprepared; its use will say so
+            while inflight and inflight[0].kind != "s":
+                inflight.popleft()
+            return True
+        if t == 90 and kind == "s":  # ReadyForQuery
+            inflight.popleft()
+            self.injected = any(i.kind in ("p", "q", "s") for i in inflight)
+            return True
+        return False
+
     def on_bind_complete(self) -> None:
         """A BindComplete ('2') from the server (the data path calls this without the message)."""
         inflight = self.inflight
@@ -289,6 +327,8 @@ class SessionState:
         self.rows_started = False
         self.copy_in_progress = False
         self._pop("SQF")
+        if self.injected:
+            self.injected = any(i.kind in ("p", "q", "s") for i in self.inflight)
         self._end_cycle(_STATUS.get(status) or chr(status))
 
     def _end_cycle(self, status: str) -> None:
