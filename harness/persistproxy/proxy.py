@@ -1094,10 +1094,11 @@ class PersistentProxy:
         ``address``): another node listed there later is routed to again."""
         address = (str(address[0]), int(address[1]))
         window = self.config.removal_window if window is None else float(window)
+        self._removed[address] = node  # routed away at once (PER-9), named below when the caller did not
         if node is None and self.config.readonly_resolver is not None:
             with contextlib.suppress(BackendError):
                 node = next((name for a, name in await self._listed_readonly() if a == address), None)
-        self._removed[address] = node
+            self._removed[address] = node
         t0 = time.monotonic()
         self._emit("persist.remove_start", address=f"{address[0]}:{address[1]}", node=node, window=window)
         waiting = [s for s in self.sessions.values()
