@@ -84,6 +84,25 @@ def test_tracker_ignores_accepted_connections_wrong_acks_and_unwatched_ports() -
     assert any_host.feed(Segment(("127.0.0.5", 6001), CLIENT, RST | ACK, 0, 2), 5.1) is not None
 
 
+def test_tracker_watches_an_address_added_later_and_forgets_a_removed_one() -> None:
+    """A node added to a running topology: its listen address is watched from then on; a removed one
+    is not, and its pending SYN is dropped (OBS-1)."""
+    later = ("127.0.0.1", 6100)
+    tracker = RefusalTracker({LISTEN})
+    tracker.feed(Segment(CLIENT, later, SYN, 7, 0), 1.0)
+    assert tracker.feed(Segment(later, CLIENT, RST | ACK, 0, 8), 1.1) is None  # not watched yet
+    tracker.watch(later)
+    tracker.feed(Segment(CLIENT, later, SYN, 9, 0), 2.0)
+    refusal = tracker.feed(Segment(later, CLIENT, RST | ACK, 0, 10), 2.1)
+    assert refusal is not None and refusal.listen == later
+    tracker.feed(Segment(CLIENT, later, SYN, 11, 0), 3.0)
+    tracker.unwatch(later)
+    assert tracker.pending == 0
+    assert tracker.feed(Segment(later, CLIENT, RST | ACK, 0, 12), 3.1) is None
+    tracker.feed(Segment(CLIENT, LISTEN, SYN, 13, 0), 4.0)  # the others stay watched
+    assert tracker.feed(Segment(LISTEN, CLIENT, RST | ACK, 0, 14), 4.1) is not None
+
+
 def test_tracker_forgets_old_syns_beyond_its_bound() -> None:
     tracker = RefusalTracker({LISTEN}, max_pending=3, expire=1.0)
     for k in range(10):
@@ -177,6 +196,40 @@ def test_refuse_partition_of_a_pair_leaves_conn_refused_events_in_the_history() 
         start = next(e for e in history.events("fault.start") if e.get("fault") == "partition")
         assert start.get("params") == {"how": "refuse", "proxy": pair.links.client_proxy(node.name),
                                        "listen": f"{host}:{port}"}
+
+
+def test_a_node_added_to_a_running_group_is_watched_too() -> None:
+    """Node add on a proxied pair with a history: the capture watches the new node's client-facing
+    address from then on, as it does the nodes' it started with - a ``harness.capture`` event with
+    ``available: true`` names it, and a connect refused there by ``partition how=refuse`` is a
+    ``conn.refused`` of that node. Once the node is removed its address is no longer watched."""
+    history = History()
+    with Pair(mode="async", mirror_readable=True, history=history) as pair:
+        if not ROOT:
+            pair.add_node()
+            assert [e.get("available") for e in history.events("harness.capture")] == [False]
+            return
+        faults = Faults(pair, history)
+        name = faults.add_node().result.node
+        node = pair.node(name)
+        host, port = node.client_address
+        target = {"listen": f"{host}:{port}", "proxy": pair.links.client_proxy(name), "node": name}
+        announced = history.events("harness.capture")
+        assert len(announced) == 2 and target not in announced[0].get("targets")
+        assert announced[1].get("available") is True and announced[1].get("targets") == [target]
+        with faults.partition(name, how="refuse"), socket.socket() as c:
+            with pytest.raises(ConnectionRefusedError):
+                c.connect((host, port))
+            client_port = c.getsockname()[1]
+        refused = history.events("conn.refused")
+        assert [(e.get("node"), e.get("listen"), e.get("client_port")) for e in refused] == [
+            (name, f"{host}:{port}", client_port)]
+        faults.remove_node(name)
+        with socket.socket() as c:  # nothing listens there now: refused, but no node's any more
+            with pytest.raises(ConnectionRefusedError):
+                c.connect((host, port))
+        pair.settle_observations()
+        assert len(history.events("conn.refused")) == 1
 
 
 def test_capture_turned_off_is_recorded_as_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:

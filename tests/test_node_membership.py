@@ -8,6 +8,7 @@ psycopg sessions; nothing mocked."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -29,12 +30,13 @@ pytestmark = pytest.mark.rule("PER-1", "PER-9", "PER-10")
 CLI = [sys.executable, "-m", "harness.cli"]
 
 
-def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+def _run(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
-def _json(*args: str) -> dict[str, Any]:
-    out = _run(*args, "--json")
+def _json(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    out = _run(*args, "--json", env=env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -108,6 +110,65 @@ def test_removal_refusals_name_the_fix() -> None:
             conn.execute("CREATE TABLE after_removal (v int)")
 
 
+def _admin_post(admin: Any, path: str, body: dict[str, Any], token: str) -> httpx.Response:
+    return httpx.post(f"http://{admin[0]}:{admin[1]}{path}", json=body, headers={"X-Failover-Harness-Token": token},
+                      timeout=60)
+
+
+def test_embedded_proxy_follows_the_topology_across_remove_and_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded reference proxy (``custom-active`` endpoint, admin API) over a group of three hot
+    standbys on their own ports: ``faults.remove_node("n3")`` moves n3's session to n2; n4 added on
+    n3's freed port (``FAILOVER_HARNESS_PORT_RANGE`` pins it) gets the next read-only session - the
+    removal was n3's, not its address's (PER-9) - and n5, added on a port no node had when the proxy
+    started, may be named by ``POST /resume`` after a switchover to it (the allow-list follows the
+    topology); an address that is no node of it is still refused (403)."""
+    from harness.clients.persistent import ReferenceClient
+    from harness.faults import Faults
+    from harness.ports import RANGE_ENV
+
+    with Group(nodes=3, mode="async", mirror_readable=True, links="direct") as group:
+        faults = Faults(group)
+        client = ReferenceClient(group, drain_window=2.0, recovery_window=20.0, admin=("127.0.0.1", 0),
+                                 endpoints=[("custom-active", ("127.0.0.1", 0))])
+        client.start()
+        stop = faults.coordinate(client)
+        conns: list[psycopg.Connection[Any]] = []
+        try:
+            ro_dsn = client.endpoint_dsn("custom-active")
+            writer = psycopg.connect(client.dsn(), autocommit=True)
+            readers = [psycopg.connect(ro_dsn, autocommit=True) for _ in range(2)]
+            conns += [writer, *readers]
+            n3 = group.node("n3").server_address
+            assert sorted(_port(r) for r in readers) == sorted([group.node("n2").server_address[1], n3[1]])
+            assert faults.remove_node("n3").result.node == "n3"
+            assert {_port(r) for r in readers} == {group.node("n2").server_address[1]}  # moved, kept
+            with monkeypatch.context() as m:
+                m.setenv(RANGE_ENV, f"{n3[1]}-{n3[1]}")
+                assert faults.add_node().result.node == "n4"
+            assert group.node("n4").server_address == n3  # the scenario's premise: the freed port reused
+            late = psycopg.connect(ro_dsn, autocommit=True)
+            conns.append(late)
+            assert _port(late) == n3[1]  # served by n4 (n3 is gone): least loaded, routable again
+
+            n5 = group.node(faults.add_node().result.node)
+            assert n5.name == "n5" and n5.server_address[1] not in (n3[1], group.node("n2").server_address[1])
+            admin, token = client.admin_address, client.admin_token
+            assert admin is not None and token
+            assert _admin_post(admin, "/drain", {}, token).status_code == 200
+            group.switchover("n5")  # not through faults: the proxy is resumed by hand below
+            stranger = _admin_post(admin, "/resume", {"host": "127.0.0.1", "port": 9}, token)
+            assert stranger.status_code == 403, stranger.text
+            resumed = _admin_post(admin, "/resume", {"host": "127.0.0.1", "port": n5.server_address[1]}, token)
+            assert resumed.status_code == 200, resumed.text
+            assert resumed.json()["principal"] == f"127.0.0.1:{n5.server_address[1]}"
+            assert _port(writer) == n5.server_address[1]  # the same front connection, on the new principal
+        finally:
+            for conn in conns:
+                conn.close()
+            stop()
+            client.stop()
+
+
 # ------------------------------------------------------------------------------------- the CLI
 
 
@@ -179,6 +240,60 @@ def test_cli_add_node_and_remove_node_keep_every_session(run: str) -> None:
     assert "persistent-proxy stopped" in err and "Traceback" not in err
 
 
+def _server_ports(run_id: str) -> dict[str, int]:
+    return {n["name"]: int(n["server_address"].rpartition(":")[2]) for n in _json("status", "--run", run_id)["nodes"]}
+
+
+def test_cli_proxy_follows_the_run_across_remove_and_add(run: str) -> None:
+    """``persistent-proxy --run`` reads the run state for routing and for its admin allow-list: after
+    ``fault remove-node`` of a standby, a node added on its freed server port
+    (``FAILOVER_HARNESS_PORT_RANGE`` pins it) gets the next read-only session (the removal was that
+    node's, PER-9), and a node added on a new port may be named by ``POST /resume`` once it is the
+    principal (switched over without the proxy, resumed by hand); an address of no node is refused."""
+    from harness.faults import Faults
+    from harness.ports import RANGE_ENV
+    from harness.topology.backend import attach
+
+    proc, info = _start_proxy(run)
+    conns: list[psycopg.Connection[Any]] = []
+    try:
+        ro_dsn = info["dsn"].replace(f"port={info['listen'].rpartition(':')[2]}",
+                                     f"port={info['endpoints']['custom-active'].rpartition(':')[2]}")
+        writer = psycopg.connect(info["dsn"], autocommit=True)
+        conns.append(writer)
+        nodes = _json("status", "--run", run)["nodes"]
+        standbys = [n["name"] for n in nodes if n["role"] != "principal" and n["state"] == "running"]
+        assert len(standbys) >= 2
+        victim = standbys[-1]
+        freed = _server_ports(run)[victim]
+        removed = _json("fault", "--run", run, "remove-node", victim)
+        assert removed["node"] == victim
+        added = _json("fault", "--run", run, "add-node", env={RANGE_ENV: f"{freed}-{freed}"})["node"]
+        assert _server_ports(run)[added] == freed  # the scenario's premise: the freed port reused
+        readers = [psycopg.connect(ro_dsn, autocommit=True) for _ in range(len(standbys))]
+        conns += readers
+        assert freed in {_port(r) for r in readers}  # one standby each: the new node is routed to
+
+        newest = _json("fault", "--run", run, "add-node")["node"]
+        port = _server_ports(run)[newest]
+        token = Path(info["token_file"]).read_text().strip()
+        admin = info["admin"].rpartition(":")
+        where = (admin[0], int(admin[2]))
+        assert _admin_post(where, "/drain", {}, token).status_code == 200
+        Faults(attach(run)).switchover(newest)  # no coordinator registered: the proxy stays drained
+        stranger = _admin_post(where, "/resume", {"host": "127.0.0.1", "port": 9}, token)
+        assert stranger.status_code == 403, stranger.text
+        resumed = _admin_post(where, "/resume", {"host": "127.0.0.1", "port": port}, token)
+        assert resumed.status_code == 200 and resumed.json()["principal"] == f"127.0.0.1:{port}", resumed.text
+        assert _port(writer) == port  # the same front connection, on the new principal
+    finally:
+        for conn in conns:
+            conn.close()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert "persistent-proxy stopped" in err and "Traceback" not in err
+
+
 def test_cli_remove_node_bad_inputs_are_one_line(run: str) -> None:
     """Unknown node, the principal, no node, a node name for add-node, removing the last standby: one
     line (exit 2) naming what is wrong and the command that fixes it; nothing is removed."""
@@ -195,6 +310,40 @@ def test_cli_remove_node_bad_inputs_are_one_line(run: str) -> None:
     _one_line_error(_run("fault", "--run", run, "remove-node", standbys[0]), "last standby",
                     f"fault --run {run} add-node")
     assert [n["state"] for n in _json("status", "--run", run)["nodes"]] == ["running", "running"]
+
+
+def test_compose_run_refuses_node_add_and_remove_in_one_line(isolated_home: dict[str, str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compose run cannot add or remove nodes (its nodes are the fixed services of its compose file):
+    ``fault add-node`` / ``fault remove-node n2`` are bad input - one line, exit 2, naming the backend
+    and what to do instead - not a harness error; ``Faults`` refuses alike (ConfigError) and nothing
+    is recorded. The run is the state ``up --backend compose`` writes (``_new_state``): no Docker
+    engine answers here, and none is needed, since nothing may start."""
+    from harness.errors import ConfigError
+    from harness.faults import Faults
+    from harness.paths import runs_dir
+    from harness.topology.backend import attach
+    from harness.topology.compose import ComposeGroup
+    from harness.topology.run import new_run_id, save_state
+
+    monkeypatch.setenv("FAILOVER_HARNESS_HOME", isolated_home["FAILOVER_HARNESS_HOME"])
+    compose = ComposeGroup(nodes=3)
+    compose.run_id = new_run_id()
+    compose.path = runs_dir() / compose.run_id
+    compose.path.mkdir()
+    save_state(compose.path, compose._new_state({"postgres": "postgres:15", "toxiproxy": "toxiproxy:2.12.0"}))
+    env = {"FAILOVER_HARNESS_HOME": isolated_home["FAILOVER_HARNESS_HOME"]}
+    for action in (["add-node"], ["remove-node", "n2"]):
+        out = _run("fault", "--run", compose.run_id, *action, env=env)
+        _one_line_error(out, f"{action[0]} runs on the local backend only, not on the 'compose' backend",
+                        "up --backend local", "--topology pg-pair or pg-group3")
+    topo = attach(compose.run_id, history=(history := History()))
+    with pytest.raises(ConfigError, match="add_node: add-node runs on the local backend only"):
+        Faults(topo, history).add_node()
+    with pytest.raises(ConfigError, match="remove_node: remove-node runs on the local backend only"):
+        Faults(topo, history).remove_node("n2")
+    assert history.events() == []
+    assert [n.name for n in attach(compose.run_id).nodes] == ["n1", "n2", "n3"]
 
 
 def test_admin_remove_node_needs_token_and_an_address(run: str) -> None:

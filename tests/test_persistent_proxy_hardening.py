@@ -192,7 +192,9 @@ def test_reference_client_admin_allows_only_the_pairs_nodes(server: LocalServer)
                              password="app")  # the stand-in server's own login
     try:
         client.start()
-        assert client.config.allowed_principals == [server.server_address, ("127.0.0.1", 9)]
+        assert client.proxy.proxy.allowed_principals() == [server.server_address, ("127.0.0.1", 9)]
+        pair.nodes = pair.nodes[:1]  # the allow-list is the topology's nodes as they are now
+        assert client.proxy.proxy.allowed_principals() == [server.server_address]
         admin, token = client.admin_address, client.admin_token
         assert admin is not None and token
         headers = {"Content-Type": "application/json", TOKEN_HEADER: token}

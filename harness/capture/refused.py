@@ -185,6 +185,21 @@ class RefusedConnectCapture:
         self._drops = 0
         self.probe: dict[str, float] = {}
 
+    def add_target(self, target: CaptureTarget) -> None:
+        """Watch ``target`` too from now on (a node added to a running topology gets the capture the
+        nodes started with, OBS-1)."""
+        self.targets = [*self.targets, target]
+        self._by_endpoint = {**self._by_endpoint, target.endpoint: target}
+        self._tracker.watch(target.endpoint)
+
+    def remove_target(self, listen: str) -> None:
+        """Stop watching the listen address ``listen`` (``host:port``; a node removed)."""
+        gone = [t for t in self.targets if t.listen == listen]
+        self.targets = [t for t in self.targets if t.listen != listen]
+        for t in gone:
+            self._tracker.unwatch(t.endpoint)
+            self._by_endpoint = {ep: x for ep, x in self._by_endpoint.items() if ep != t.endpoint}
+
     @property
     def method(self) -> str:
         """How the capture observes: ``af_packet:<interface>``."""
@@ -306,12 +321,15 @@ class RefusedConnectCapture:
             if seg is None:
                 continue
             refusal = self._tracker.feed(seg, t)
-            if refusal is not None:
+            observation = self._observation(refusal) if refusal is not None else None
+            if observation is not None:
                 self.refused += 1
-                self._deliver(self._observation(refusal))
+                self._deliver(observation)
 
-    def _observation(self, r: Refusal) -> Observation:
-        target = self._by_endpoint.get(r.listen) or self._by_endpoint[("0.0.0.0", r.listen[1])]
+    def _observation(self, r: Refusal) -> Observation | None:
+        target = self._by_endpoint.get(r.listen) or self._by_endpoint.get(("0.0.0.0", r.listen[1]))
+        if target is None:  # removed (remove_target) while its refusal was being read
+            return None
         start, end = min(r.syn_t, r.rst_t), max(r.syn_t, r.rst_t)  # the two stamps differ by µs
         return Observation(start, "conn.refused", {
             "proxy": target.proxy, "node": target.node, "listen": target.listen,

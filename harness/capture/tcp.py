@@ -108,6 +108,18 @@ class RefusalTracker:
         self.max_pending = max_pending
         self.expire = expire
 
+    def watch(self, ep: Endpoint) -> None:
+        """Watch one more listen address from now on (a node added to a running topology). The sets
+        are replaced, not changed, so a reader thread feeding segments meanwhile sees either."""
+        self._listen = self._listen | {ep}
+        self._ports = {port for _, port in self._listen}
+
+    def unwatch(self, ep: Endpoint) -> None:
+        """Stop watching a listen address (a node removed); its pending SYNs are forgotten."""
+        self._listen = self._listen - {ep}
+        self._ports = {port for _, port in self._listen}
+        self._pending = {k: v for k, v in self._pending.items() if k[1] != ep}
+
     def _watched(self, ep: Endpoint) -> bool:
         return ep[1] in self._ports and (ep in self._listen or ("0.0.0.0", ep[1]) in self._listen)
 

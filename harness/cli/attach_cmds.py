@@ -49,16 +49,24 @@ class RunBackend:
         """Every node's address on the chosen path."""
         return [self._address(n) for n in self.topo.nodes]
 
+    def addresses_now(self) -> list[tuple[str, int]]:
+        """Every node's address on the chosen path, from the run state as it is now (the admin
+        ``/resume`` allow-list, issue 17: a node added by 'fault add-node' is a node of the run, a
+        removed one no longer; nothing else ever is)."""
+        self.topo.refresh()
+        return self.addresses()
+
     def principal(self) -> tuple[str, int]:
         """The current principal's address, from the run state as it is now (PER-1 resolver)."""
         self.topo.refresh()
         return self._address(self.topo.principal)
 
-    def readonly(self) -> list[tuple[str, int]]:
-        """The running standbys' addresses, from the run state as it is now (PER-9/10 read-only
-        routing: a node added by 'fault add-node' is picked up, a removed one is gone)."""
+    def readonly(self) -> list[tuple[str, int, str]]:
+        """The running standbys as ``(host, port, name)``, from the run state as it is now (PER-9/10
+        read-only routing: a node added by 'fault add-node' is picked up, a removed one is gone; the
+        name - never reused in a run - lets a node added at a removed node's address be routed to)."""
         self.topo.refresh()
-        return [self._address(n) for n in self.topo.standbys if n.state == "running"]
+        return [(*self._address(n), n.name) for n in self.topo.standbys if n.state == "running"]
 
     def dsn(self, address: tuple[str, int]) -> str:
         """A connection string for ``address`` as it may be printed: the password file, not the password."""

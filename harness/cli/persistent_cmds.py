@@ -17,6 +17,7 @@ import os
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
+def _with_run_nodes(given: list[tuple[str, int]], backend: Any) -> Callable[[], list[tuple[str, int]]]:
+    """The admin ``/resume`` allow-list of a proxy fronting a run: ``--allow-principal`` and the run's
+    nodes as the run state has them at each check (a node added by 'fault add-node' may be resumed
+    on, a removed one no longer; issue 17: nothing but the nodes and the given addresses)."""
+
+    def allowed() -> list[tuple[str, int]]:
+        return [*given, *(a for a in backend.addresses_now() if a not in given)]
+
+    return allowed
+
+
 def _password(args: argparse.Namespace) -> str | None:
     """The back-side password: ``--password-file`` (must not be readable by others), else
     ``$PGPASSWORD``, else none; ``--password`` on the command line is refused (world-readable argv)."""
@@ -169,9 +181,9 @@ def run(args: argparse.Namespace) -> int:
     if args.readonly_endpoint and run_backend is None:
         raise ConfigError("--readonly-endpoint needs --run ID (the read-only nodes are the run's standbys)")
     backends = [_address(b, "--backend") for b in args.backend or []]
-    allowed = [_address(a, "--allow-principal") for a in args.allow_principal]
+    allowed: Any = [_address(a, "--allow-principal") for a in args.allow_principal]
     if run_backend is not None:
-        allowed += [a for a in run_backend.addresses() if a not in allowed]
+        allowed = _with_run_nodes(allowed, run_backend)
         args.admin = args.admin or "127.0.0.1:0"
     admin = _address(args.admin, "--admin") if args.admin else None
     if admin and not is_loopback(admin[0]) and not args.admin_allow_remote:

@@ -7,9 +7,10 @@
 * ``POST /prepare`` body ``{"host": h, "port": p}`` -> :meth:`PersistentProxy.prepare` (after a
   drain: pre-attach the kept sessions to the hot standby about to be promoted; answers at once; the
   same allow-list as ``/resume``)
-* ``POST /remove-node`` body ``{"host": h, "port": p, "window": seconds}`` (window optional) ->
-  :meth:`PersistentProxy.remove_node` (PER-9, PER-10): the read-only node at that address is routed
-  away from and its sessions moved or closed before the answer
+* ``POST /remove-node`` body ``{"host": h, "port": p, "window": seconds, "node": name}`` (window and
+  node optional) -> :meth:`PersistentProxy.remove_node` (PER-9, PER-10): the read-only node at that
+  address is routed away from and its sessions moved or closed before the answer; ``node`` names it
+  (another node listed at that address later is routed to)
 
 Every request that changes state must carry ``Content-Type: application/json`` (else 415, so that a
 web page cannot send it as a "simple" cross-origin request) and the admin token of this proxy in
@@ -174,7 +175,10 @@ def build_app(proxy: PersistentProxy, token: str) -> web.Application:
         if window is not None and (isinstance(window, bool) or not isinstance(window, int | float)
                                    or not math.isfinite(window) or window < 0):
             return _error(400, f"window must be a finite number of seconds >= 0, not {window!r}")
-        return web.json_response(await proxy.remove_node(address, None if window is None else float(window)))
+        node = body.get("node")
+        if node is not None and (not isinstance(node, str) or not 0 < len(node) <= 200):
+            return _error(400, f"node must be the removed node's name (a string of 1 to 200 characters), not {node!r}")
+        return web.json_response(await proxy.remove_node(address, None if window is None else float(window), node))
 
     app = web.Application(middlewares=[_guard(token)], client_max_size=_MAX_BODY)
     app.router.add_get("/status", status)

@@ -94,7 +94,13 @@ class ProxyConfig:
     ``max_message_size``: the largest frontend message a session may announce (default 64 MiB); a
     larger one is answered with a FATAL 08P01 naming the limit and closes that session only.
     ``allowed_principals``: addresses, besides ``candidates``, that the admin ``POST /resume`` may
-    name (e.g. every node of the topology); any other address is refused with 403.
+    name (e.g. every node of the topology), or a callable returning them, asked at every check (the
+    topology's nodes as they are now: a node added later may be resumed on, a removed one no longer);
+    any other address is refused with 403, and so is every one but ``candidates`` when it raises.
+    ``readonly_resolver``: callable (sync or async) returning the read-only nodes now, each as
+    ``(host, port)`` or ``(host, port, node)`` where ``node`` names the node for good (a name never
+    given to another node): a node removed at an address is never picked again, but another node
+    listed later at the same address is (PER-9); without names the address stays excluded.
     ``lazy_prepare``: after a re-attach, send each protocol-level prepared statement's Parse only
     just before the client's first message that names it (Bind, Describe; all of them before SQL
     that may name them: EXECUTE, DEALLOCATE, ``pg_prepared_statements``), instead of all of them in
@@ -124,8 +130,8 @@ class ProxyConfig:
     eager_reattach: bool = True  # unplanned failover: re-attach idle sessions at once
     auto_resume: bool = False
     max_message_size: int = pq.DEFAULT_MAX_MESSAGE_SIZE
-    allowed_principals: Sequence[Address] = ()
-    readonly_resolver: Callable[[], Any] | None = None  # PER-9: the read-only nodes' addresses now
+    allowed_principals: Sequence[Address] | Callable[[], Sequence[Address]] = ()
+    readonly_resolver: Callable[[], Any] | None = None  # PER-9: the read-only nodes now
     endpoints: Sequence[tuple[str, Address]] = ()  # PER-10: extra listeners (kind, address)
     removal_window: float = 60.0  # PER-9: how long a query running on a removed node may take
     # issue 15, a process per core (harness.persistproxy.workers): this proxy is worker ``worker`` of
@@ -987,7 +993,9 @@ class PersistentProxy:
         self._extra_servers: list[asyncio.AbstractServer] = []
         #: the read-only endpoints' bound addresses, ``[(kind, (host, port))]`` (PER-10)
         self.endpoint_addresses: list[tuple[str, Address]] = []
-        self._removed: set[Address] = set()  # read-only nodes removed (PER-9): never picked again
+        # read-only nodes removed (PER-9): address -> the name of the node removed there (None: unknown,
+        # then nothing at that address is picked again); never picked again, another node there is
+        self._removed: dict[Address, str | None] = {}
         self.warm = WarmSet()  # back connections opened ahead on the node about to be promoted
         self._warm_timer: asyncio.TimerHandle | None = None
 
@@ -1105,8 +1113,8 @@ class PersistentProxy:
             return await self.resolve()
         return await self.pick_readonly(exclude=session)
 
-    async def readonly_nodes(self) -> list[Address]:
-        """The read-only nodes now (``readonly_resolver``), without the removed ones (PER-9)."""
+    async def _listed_readonly(self) -> list[tuple[Address, str | None]]:
+        """The ``readonly_resolver``'s answer as ``[(address, node name or None)]``."""
         resolver = self.config.readonly_resolver
         if resolver is None:
             raise BackendError("no read-only nodes configured (readonly_resolver)")
@@ -1114,10 +1122,25 @@ class PersistentProxy:
             result = resolver()
             if inspect.isawaitable(result):
                 result = await result
+            return [((str(entry[0]), int(entry[1])), str(entry[2]) if len(entry) > 2 and entry[2] is not None
+                     else None) for entry in result]
         except Exception as exc:
             raise BackendError(f"readonly_resolver failed: {exc}") from exc
-        nodes = [(str(h), int(p)) for h, p in result]
-        return [a for a in nodes if a not in self._removed]
+
+    async def readonly_nodes(self) -> list[Address]:
+        """The read-only nodes now (``readonly_resolver``), without the removed ones (PER-9). A node
+        listed at a removed node's address under another name is a new node there: the removal
+        entry goes and the new node is routed to (a node added later that got a freed address)."""
+        out = []
+        for address, name in await self._listed_readonly():
+            if address in self._removed:
+                gone = self._removed[address]
+                if gone is None or name is None or name == gone:
+                    continue
+                del self._removed[address]
+                self._emit("persist.readmitted", address=f"{address[0]}:{address[1]}", node=name, removed=gone)
+            out.append(address)
+        return out
 
     async def pick_readonly(self, exclude: Session | None = None) -> Address:
         """The least-loaded read-only node (sessions attached to it), not removed (PER-9/PER-10)."""
@@ -1128,17 +1151,24 @@ class PersistentProxy:
                        if s is not exclude and s.back is not None and not s.closed)
         return min(nodes, key=lambda a: (load[a], nodes.index(a)))
 
-    async def remove_node(self, address: Address, window: float | None = None) -> dict[str, Any]:
+    async def remove_node(self, address: Address, window: float | None = None,
+                          node: str | None = None) -> dict[str, Any]:
         """Remove a read-only node (PER-9, PER-10): it is picked for nothing from now on; every session
         attached to it is handled as soon as it is idle (a running query gets up to ``window``,
         default ``removal_window`` = 60 s): through a ``custom-active`` (or cluster) endpoint it is
         moved to another node with its state replayed (kept), through ``custom-connection`` it is
-        disconnected (57P01). A session still busy at the end of the window is closed (PER-9)."""
+        disconnected (57P01). A session still busy at the end of the window is closed (PER-9).
+        ``node`` names the node removed (default: the name the ``readonly_resolver`` lists at
+        ``address``): another node listed there later is routed to again."""
         address = (str(address[0]), int(address[1]))
         window = self.config.removal_window if window is None else float(window)
-        self._removed.add(address)
+        self._removed[address] = node  # routed away at once (PER-9), named below when the caller did not
+        if node is None and self.config.readonly_resolver is not None:
+            with contextlib.suppress(BackendError):
+                node = next((name for a, name in await self._listed_readonly() if a == address), None)
+            self._removed[address] = node
         t0 = time.monotonic()
-        self._emit("persist.remove_start", address=f"{address[0]}:{address[1]}", window=window)
+        self._emit("persist.remove_start", address=f"{address[0]}:{address[1]}", node=node, window=window)
         waiting = [s for s in self.sessions.values()
                    if s.ready and not s.closed and s.back is not None and s.back.address == address]
         moved: list[int] = []
@@ -1175,9 +1205,18 @@ class PersistentProxy:
 
     def allowed_principals(self) -> list[Address]:
         """The addresses an admin ``POST /resume`` may name: the configured ``candidates`` and
-        ``allowed_principals`` (issue 17: the proxy logs in there with its real credentials)."""
+        ``allowed_principals`` - asked now when it is a callable (the topology's nodes as they are:
+        one added later is allowed), only the candidates when that fails (issue 17: the proxy logs
+        in there with its real credentials, so the list never widens beyond the nodes)."""
+        extra: Any = self.config.allowed_principals
+        if callable(extra):
+            try:
+                extra = list(extra())
+            except Exception as exc:  # fail closed: an unreadable topology allows no node of it
+                log.warning("allowed_principals failed, allowing the candidates only: %s", exc)
+                extra = []
         out: list[Address] = []
-        for host, port in [*self.config.candidates, *self.config.allowed_principals]:
+        for host, port in [*self.config.candidates, *extra]:
             if (str(host), int(port)) not in out:
                 out.append((str(host), int(port)))
         return out

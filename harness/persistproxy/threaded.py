@@ -89,9 +89,9 @@ class ThreadedPersistentProxy:
         """Blocking :meth:`PersistentProxy.resume` (PER-1, PER-2, PER-3)."""
         return self.call(lambda: self.proxy.resume(address))
 
-    def remove_node(self, address: Address, window: float | None = None) -> dict[str, Any]:
+    def remove_node(self, address: Address, window: float | None = None, node: str | None = None) -> dict[str, Any]:
         """Blocking :meth:`PersistentProxy.remove_node` (PER-9, PER-10)."""
-        return self.call(lambda: self.proxy.remove_node(address, window))
+        return self.call(lambda: self.proxy.remove_node(address, window, node))
 
     def switchover(self, action: Callable[[], Any], timeout: float | None = None) -> dict[str, Any]:
         """``drain()``, ``action()`` in this thread (e.g. ``pair.switchover``), ``resume()``

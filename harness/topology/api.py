@@ -219,6 +219,11 @@ class Topology(abc.ABC):
         """Why :meth:`remove_node` would refuse ``node`` (with the fix), or None."""
         return None
 
+    def membership_problem(self, op: str) -> str | None:
+        """Why this topology cannot ``op`` (``add-node`` / ``remove-node``) at all, with what to do
+        instead, or None when it can (node add / remove, PER-1)."""
+        return f"{type(self).__name__} cannot add or remove nodes ({op})"
+
 
 #: How ``Pair(...)`` / ``Group(...)`` find the class that builds them on the default backend.
 _default_classes: dict[str, Callable[[], type]] = {}

@@ -510,6 +510,13 @@ class LocalTopology(Topology):
         self.refresh()
         return membership.removal_problem(self._state, node)
 
+    def membership_problem(self, op: str) -> str | None:
+        """Why this run cannot ``op`` (``add-node`` / ``remove-node``) at all: on another backend
+        than local (compose), with what to do instead; None on the local backend."""
+        from harness.topology import membership
+
+        return membership.unsupported(self._state, op)
+
     # ------------------------------------------------------------------------ implementation
 
     def _emit(self, type_: str, t: float | None = None, **fields: Any) -> None:

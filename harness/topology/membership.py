@@ -44,15 +44,31 @@ def next_name(state: RunState) -> str:
     return f"n{max(numbers, default=0) + 1}"
 
 
+def unsupported(state: RunState, op: str) -> str | None:
+    """Why run ``state`` cannot ``op`` (``add-node`` / ``remove-node``) at all, with what to do
+    instead; None on the local backend. A compose run's nodes are the fixed services of its compose
+    file: its node count is chosen at ``up``."""
+    if state.backend == "local":
+        return None
+    return (f"{op} runs on the local backend only, not on the {state.backend!r} backend of run {state.run}: "
+            f"start a local run to add or remove nodes ('failover-harness up --backend local --topology "
+            f"{state.topology}'), or choose the node count at 'up --backend {state.backend}' "
+            "(--topology pg-pair or pg-group3)")
+
+
 def _local_only(state: RunState, op: str) -> None:
-    if state.backend != "local":
-        raise InvalidOperation(f"{op} runs on the local backend only, not on {state.backend!r} "
-                               "(start the run with 'up --backend local')")
+    problem = unsupported(state, op)
+    if problem is not None:
+        raise InvalidOperation(problem)
 
 
 def removal_problem(state: RunState, name: str) -> str | None:
-    """Why node ``name`` may not be removed from the run, with how to fix it; None when it may (a
-    standby, at least one other standby left, and a synchronous principal keeps a running one)."""
+    """Why node ``name`` may not be removed from the run, with how to fix it; None when it may (the
+    local backend, a standby, at least one other standby left, and a synchronous principal keeps a
+    running one)."""
+    problem = unsupported(state, "remove-node")
+    if problem is not None:
+        return problem
     try:
         node = state.node(name)
     except UnknownNodeError as exc:

@@ -130,7 +130,9 @@ class ProxiedLinks:
 
     def node_added(self, state: RunState, node: str) -> None:
         """Create the client-facing and replication proxies of a node added to the running topology
-        (node add). Its refused connects are not watched by a capture started before it."""
+        (node add). Every running refused-connect capture of these links watches its client-facing
+        address from now on, as it does the nodes' it started with (OBS-1; a ``harness.capture``
+        event names the new target)."""
         self._run_id = state.run
         n = state.node(node)
         front = self.client.create_proxy(self.client_proxy(node), upstream=f"127.0.0.1:{n.port}",
@@ -141,11 +143,18 @@ class ProxiedLinks:
         state.links.proxies[node] = ProxyNames(front.name, front.listen, repl.name, repl.listen)
         if node not in self._nodes:
             self._nodes.append(node)
+        target = CaptureTarget(front.listen, front.name, node)
+        self._targets = [*(t for t in self._targets if t.node != node), target]
+        for feed in list(self._captures):
+            feed.add_target(target)
 
     def node_removed(self, state: RunState, node: str) -> None:
         """Delete the proxies of a node removed from the topology (node remove)."""
         names = state.links.proxies.pop(node, None)
         self._nodes = [n for n in self._nodes if n != node]
+        for gone in [t for t in self._targets if t.node == node]:
+            for feed in list(self._captures):
+                feed.remove_target(gone.listen)
         self._targets = [t for t in self._targets if t.node != node]
         if names is None:
             return
@@ -223,6 +232,24 @@ class _CaptureFeed:
     def _status(self, available: bool, reason: str | None, method: str, **extra: object) -> None:
         fields = {"available": available, "method": method, "reason": reason, "targets": self._targets, **extra}
         self._callback(Observation(time.monotonic(), "harness.capture", fields))
+
+    def add_target(self, target: CaptureTarget) -> None:
+        """Watch a node added to the topology too, announced by a ``harness.capture`` event with
+        ``available: true`` and that one target (nothing when this capture does not run: its
+        ``available: false`` event stands for the new node as well)."""
+        if self._capture is None:
+            return
+        self._capture.add_target(target)
+        watched = {"listen": target.listen, "proxy": target.proxy, "node": target.node}
+        self._targets = [*self._targets, watched]  # a later 'available: false' ends its watch too (a new
+        # list: the events recorded so far hold the old one)
+        self._callback(Observation(time.monotonic(), "harness.capture", {
+            "available": True, "method": self._capture.method, "reason": None, "targets": [watched], "added": True}))
+
+    def remove_target(self, listen: str) -> None:
+        """Stop watching a removed node's listen address (its port may serve another proxy later)."""
+        if self._capture is not None:
+            self._capture.remove_target(listen)
 
     def settle(self, timeout: float) -> None:
         if self._capture is None:

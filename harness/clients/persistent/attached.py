@@ -38,13 +38,15 @@ class AdminCoordinator:
     """A running reference proxy, driven through its admin API (PER-4 drain, PER-1/2/3 resume)."""
 
     def __init__(self, name: str, admin: str, token_file: str, drain_timeout: float | None = None,
-                 addresses: dict[Address, Address] | None = None) -> None:
+                 addresses: dict[Address, Address] | None = None, names: dict[Address, str] | None = None) -> None:
         self.name = name
         self.url = f"http://{admin}"
         self.token_file = Path(token_file)
         self.drain_timeout = drain_timeout
         #: a node's client address -> its address on the proxy's back-end path (``--via server``)
         self.addresses = dict(addresses or {})
+        #: a node's client address -> its name (the proxy ties a removal to it, PER-9)
+        self.names = dict(names or {})
         #: the proxy's answer to the last ``POST /remove-node`` (``moved``, ``closed``, ``seconds``)
         self.last_removal: Any = None
 
@@ -75,9 +77,14 @@ class AdminCoordinator:
     def before_remove_node(self, address: Address) -> Any:
         """``POST /remove-node`` for the node whose client address is ``address`` (PER-9/PER-10: the
         proxy routes away from it, lets a running query finish within its removal window, moves or
-        closes the sessions there, then answers)."""
-        host, port = self.addresses.get((str(address[0]), int(address[1])), (str(address[0]), int(address[1])))
-        self.last_removal = self._post("/remove-node", {"host": host, "port": port}, timeout=90.0)
+        closes the sessions there, then answers); with the node's name, so that a node added later at
+        that address is routed to."""
+        key = (str(address[0]), int(address[1]))
+        host, port = self.addresses.get(key, key)
+        body: dict[str, Any] = {"host": host, "port": port}
+        if key in self.names:
+            body["node"] = self.names[key]
+        self.last_removal = self._post("/remove-node", body, timeout=90.0)
         return self.last_removal
 
 
@@ -110,7 +117,9 @@ def coordinators_for(topo: Any, endpoints: list[Any]) -> list[Any]:
         if e.kind == "reference":
             if not e.admin or not e.token_file:
                 raise ConfigError(f"attached proxy {e.name} has no admin API to coordinate it; start it with --run")
-            out.append(AdminCoordinator(e.name, e.admin, e.token_file, addresses=_back_addresses(topo, e.backend)))
+            names = {(str(n.client_address[0]), int(n.client_address[1])): n.name for n in topo.nodes}
+            out.append(AdminCoordinator(e.name, e.admin, e.token_file, addresses=_back_addresses(topo, e.backend),
+                                        names=names))
         elif e.kind.startswith("pgbouncer"):
             out.append(pgbouncer_over(topo, e))
         else:

@@ -17,15 +17,17 @@ class ReferenceClient(EmbeddedProxyClient):
     front of the pair, reaching the principal through its client-facing (fault-proxied) address;
     ``before_switchover`` = ``drain()``, ``after_switchover(address)`` = ``resume(address)``.
     ``admin=("127.0.0.1", 0)`` also serves the HTTP admin API; its token is :attr:`admin_token` and
-    its ``POST /resume`` accepts only the pair's nodes (their client-facing addresses)."""
+    its ``POST /resume`` accepts only the pair's nodes as they are now (their client-facing
+    addresses: a node added later too). Read-only routing (``endpoints=``) names each standby, so
+    that a node added later at a removed node's address is routed to (PER-9)."""
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, admin: Address | None = None, **options: Any) -> None:
         super().__init__(pair, history, drain_window, recovery_window, user=options.pop("user", None),
                          password=options.pop("password", None))
-        options.setdefault("allowed_principals", _node_addresses(pair))
+        options.setdefault("allowed_principals", lambda: _node_addresses(self.pair))
         if options.get("endpoints"):  # PER-9/10: read-only endpoints route to the standbys
-            options.setdefault("readonly_resolver", lambda: [tuple(n.client_address) for n in self.pair.standbys
+            options.setdefault("readonly_resolver", lambda: [(*n.client_address, n.name) for n in self.pair.standbys
                                                              if n.state == "running"])
             options.setdefault("removal_window", drain_window)
         self.config = ProxyConfig(user=self.user, password=self.password,
@@ -66,13 +68,16 @@ class ReferenceClient(EmbeddedProxyClient):
         return self.proxy.prepare(tuple(next_principal_address))
 
     def before_remove_node(self, address: Address) -> Any:
-        """PER-9/10: route away from the read-only node at ``address``, move or close its sessions."""
-        return self.proxy.remove_node(tuple(address))
-
+        """PER-9/10: route away from the read-only node at ``address`` (named, so that a node added
+        later at that address is routed to), move or close its sessions."""
+        address = (str(address[0]), int(address[1]))
+        node = next((n.name for n in getattr(self.pair, "nodes", None) or []
+                     if tuple(n.client_address) == address), None)
+        return self.proxy.remove_node(address, node=node)
 
 
 def _node_addresses(pair: Any) -> list[Address]:
-    """The client-facing address of every node of the topology (the admin ``/resume`` allow-list)."""
+    """The client-facing address of every node of the topology now (the admin ``/resume`` allow-list)."""
     nodes = getattr(pair, "nodes", None) or [pair.principal]
     return [tuple(node.client_address) for node in nodes]
 
