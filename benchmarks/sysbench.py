@@ -169,7 +169,8 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
             load: str) -> None:
     d = rows["direct"]["steady"]
     print(f"\n{version}, {test}, {opts.threads} threads, {opts.tables} x {opts.table_size} rows, "
-          f"{opts.seconds:g} s per run, {os.cpu_count()} cores, {opts.mode} pair, no fault proxy "
+          f"{opts.seconds:g} s per run, {os.cpu_count()} cores, {opts.mode} pair"
+          f"{' (mirror readable)' if opts.mirror_readable else ''}, no fault proxy "
           f"(prepare {prep:.1f} s;\n"
           f"load average 1/5/15 min: {load})")
     print(f"{'client':<22}{'ps':>8}{'tps':>8}{'x dir':>7}{'p95 ms':>9}{'x dir':>7}  |"
@@ -223,6 +224,9 @@ def main() -> int:
     ap.add_argument("--tables", type=int, default=20, help="tables (default 20)")
     ap.add_argument("--table-size", type=int, default=10_000, help="rows per table (default 10,000)")
     ap.add_argument("--mode", choices=["sync", "async"], default="async")
+    ap.add_argument("--mirror-readable", action="store_true",
+                    help="run the mirror as a hot standby: the reference proxy then pre-attaches its sessions there "
+                         "during a switchover")
     opts = ap.parse_args()
     tests = _tests(opts.tests)
     if not Path(SYSBENCH).exists():
@@ -232,7 +236,7 @@ def main() -> int:
     started = time.monotonic()
     results: dict[str, dict[str, dict[str, Any]]] = {}
     loads: dict[str, str] = {}
-    with Pair(mode=opts.mode, links="direct") as pair:
+    with Pair(mode=opts.mode, links="direct", mirror_readable=opts.mirror_readable) as pair:
         creds = pair.engine.credentials
         prep = _prepare(pair.principal.server_address, creds, opts)
         faults = Faults(pair)
