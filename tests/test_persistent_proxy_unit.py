@@ -176,3 +176,42 @@ def test_framing_rejects_bad_length() -> None:
         pq.split_messages(buf)
     buf = bytearray(pq.query("SELECT 1") + b"Q\x00\x00")
     assert [k for k, _ in pq.split_messages(buf)] == [b"Q"] and buf == bytearray(b"Q\x00\x00")
+
+
+def _parse(name: str, sql: str) -> bytes:
+    return pq.msg(b"P", pq.cstr(name) + pq.cstr(sql) + b"\0\0")
+
+
+def test_injected_parse_answers_are_the_proxys_and_the_clients_stay_the_clients() -> None:
+    """Lazy re-prepare (PER-2): the ParseComplete of a Parse the proxy sent is its own (recorded, not
+    relayed); the client's BindComplete and ReadyForQuery after it are the client's; an error of a
+    quiet Parse is the proxy's up to its own Sync, whose ReadyForQuery is the proxy's too; an error of a
+    Parse sent inside the client's request answers the client."""
+    s = SessionState({"user": "app"})
+    raw = _parse("s1", "SELECT 1")
+    s.on_injected_parse(raw, quiet=False)
+    s.on_front(b"B", pq.msg(b"B", pq.cstr("") + pq.cstr("s1") + b"\0\0\0\0\0\0"))
+    s.on_front(b"S", pq.SYNC)
+    assert s.injected and s.on_injected_answer(49)  # ParseComplete: the proxy's
+    assert s.prepared_parse["s1"] == raw
+    assert not s.on_injected_answer(50)  # BindComplete: the client's
+    s.on_bind_complete()
+    assert not s.on_injected_answer(90)
+    s.on_ready(73)
+    assert not s.injected and not s.inflight
+    # quiet: two Parses each with its own Sync, the first fails
+    for name in ("bad", "good"):
+        s.on_injected_parse(_parse(name, "SELECT x"), quiet=True)
+        s.on_injected_sync()
+    assert s.on_injected_answer(69)  # the error of 'bad' is swallowed up to its Sync
+    assert s.on_injected_answer(90)  # that Sync's ReadyForQuery
+    assert s.on_injected_answer(49) and "good" in s.prepared_parse and "bad" not in s.prepared_parse
+    assert s.on_injected_answer(90) and not s.injected and not s.inflight
+    # not quiet: the error answers the client's Bind (the server skips the client's messages)
+    s.on_injected_parse(_parse("gone", "SELECT * FROM gone"), quiet=False)
+    s.on_front(b"B", pq.msg(b"B", pq.cstr("") + pq.cstr("gone") + b"\0\0\0\0\0\0"))
+    s.on_front(b"S", pq.SYNC)
+    assert not s.on_injected_answer(69)
+    s.on_back(b"E", pq.msg(b"E", b"SERROR\0C42P01\0Mrelation \"gone\" does not exist\0\0"))
+    s.on_ready(73)
+    assert not s.inflight and not s.injected and "gone" not in s.prepared_parse
