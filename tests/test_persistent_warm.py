@@ -124,7 +124,11 @@ def test_unreadable_mirror_refuses_the_pre_attach_and_sessions_reattach_as_befor
             conns = [_connect(client) for _ in range(3)]
             for i, c in enumerate(conns):
                 c.execute(f"SET application_name = 'cold{i}'")
+            mirror_log = pair.path / pair.mirror.name / "postgres.log"
+            refused_before = mirror_log.read_text().count("Hot standby mode is disabled")
             faults.switchover()
+            # one login attempt there (the warm probe), not one per session
+            assert mirror_log.read_text().count("Hot standby mode is disabled") - refused_before == 1
             resumed = [e for e in h.events("coord.after_done")][-1].get("result")
             assert resumed["resumed"] == 3 and resumed["warm_used"] == 0 and resumed["warm_failed"] == 3
             assert not any(e.get("warm") for e in h.events("persist.replayed"))

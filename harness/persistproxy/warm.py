@@ -55,6 +55,14 @@ async def _quietly(open_: Opener) -> BackConn | None:
         return None
 
 
+async def _after_probe(probe: asyncio.Future[BackConn | None], open_: Opener) -> BackConn | None:
+    """``open_()`` once the probe login has succeeded; None at once when it failed (a standby with
+    ``hot_standby=off`` refuses every login: one attempt, not one per session)."""
+    if await asyncio.shield(probe) is None:
+        return None
+    return await _quietly(open_)
+
+
 async def _then_replay(login: asyncio.Task[BackConn | None], replay: Replayer) -> BackConn | None:
     """The logged-in connection of ``login`` with ``replay`` run on it; None when either failed."""
     try:
@@ -98,8 +106,8 @@ class WarmSet:
         self.target = target
         self.used = self.failed = 0
         self._probe = asyncio.ensure_future(_quietly(probe))
-        for sid, open_ in openers.items():
-            self._tasks[sid] = asyncio.ensure_future(_quietly(open_))
+        for sid, open_ in openers.items():  # each after the probe: a node that refuses it is not tried again
+            self._tasks[sid] = asyncio.ensure_future(_after_probe(self._probe, open_))
 
     def replay(self, replayers: dict[int, Replayer]) -> None:
         """Replay each session's state on its warm connection once it is logged in; the
