@@ -72,9 +72,29 @@ class ThreadedPersistentProxy:
         return self.address
 
     def call(self, coro_factory: Callable[[], Coroutine[Any, Any, T]], timeout: float | None = None) -> T:
-        """Run a coroutine on the proxy's loop and wait for its result."""
+        """Run a coroutine on the proxy's loop and wait for its result. The caller is woken from
+        inside the coroutine as it ends, not by the task's done callback, which the loop runs only
+        after whatever the coroutine scheduled (e.g. the drain's pre-attach replays: issue 15 stall)."""
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro_factory(), self._loop).result(timeout)
+        done = threading.Event()
+        box: list[Any] = []
+
+        async def run() -> None:
+            try:
+                box.append((True, await coro_factory()))
+            except BaseException as exc:  # handed to the caller
+                box.append((False, exc))
+            finally:
+                done.set()
+
+        future = asyncio.run_coroutine_threadsafe(run(), self._loop)
+        if not done.wait(timeout):
+            future.cancel()
+            raise TimeoutError(f"the persistent proxy did not answer within {timeout} s")
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     def drain(self, timeout: float | None = None) -> dict[str, Any]:
         """Blocking :meth:`PersistentProxy.drain` (PER-4, PER-5..8)."""
