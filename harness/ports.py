@@ -125,8 +125,12 @@ def _try_reserve(port: int, owner: int) -> bool:
 
 
 def _bindable(host: str, port: int) -> bool:
-    """True when ``host:port`` can be bound right now (no listener, no connection using it)."""
+    """True when a listener can bind ``host:port`` right now: as every listener the harness starts
+    (and PostgreSQL, MariaDB, Toxiproxy, PgBouncer) it sets SO_REUSEADDR, so the TIME_WAIT leftovers
+    of a server stopped there do not count - a listener does (a removed node's freed port can be
+    given to a new node at once)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

@@ -29,25 +29,15 @@ import pytest
 from harness.history.core import History
 from harness.persistproxy import ProxyConfig, ThreadedPersistentProxy
 from harness.persistproxy import protocol as pq
-from tests.support.pgserver import LocalServer
+from tests.support.pgserver import LocalServer, two_servers
 
 pytestmark = pytest.mark.rule("PER-1", "PER-2", "PER-3", "PER-4", "PER-5", "PER-6", "PER-7", "PER-8")
 
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[LocalServer, LocalServer]]:
-    a = LocalServer("a")
-    b = LocalServer("b")
-    try:
-        started = threading.Thread(target=b.start)
-        started.start()
-        a.start()
-        started.join(60)
-        assert b.proc is not None, "server B did not start"
-        yield a, b
-    finally:
-        a.stop(remove=True)
-        b.stop(remove=True)
+    with two_servers("a", "b") as pair:
+        yield pair
 
 
 class Harness:

@@ -53,6 +53,29 @@ def test_allocated_ports_are_outside_the_ephemeral_range_and_reserved() -> None:
             release_port(p)
 
 
+def test_a_port_left_in_time_wait_by_a_stopped_server_can_be_allocated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that closed its connections first leaves them in TIME_WAIT on its own port for a
+    minute; a new listener (SO_REUSEADDR, like every server the harness starts) can bind it at once,
+    so the port is allocatable again (a removed node's port for an added one) - a listener is not."""
+    port = allocate_port()
+    release_port(port)
+    server = socket.create_server(("127.0.0.1", port))
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    conn.close()  # the server side closes first: its end goes to TIME_WAIT
+    client.recv(1)
+    client.close()
+    monkeypatch.setenv("FAILOVER_HARNESS_PORT_RANGE", f"{port}-{port}")
+    with pytest.raises(OSError, match="could not reserve"):
+        allocate_port()  # the listener is still there
+    server.close()
+    again = allocate_port()
+    try:
+        assert again == port
+    finally:
+        release_port(again)
+
+
 class LoadGenerator:
     """Threads opening and closing outgoing loopback connections as fast as they can (each takes a
     local port from the ephemeral range and leaves it in TIME_WAIT), recording every local port."""

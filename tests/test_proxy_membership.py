@@ -23,24 +23,15 @@ import pytest
 
 from harness.history.core import History
 from harness.persistproxy import ProxyConfig, ThreadedPersistentProxy
-from tests.support.pgserver import LocalServer
+from tests.support.pgserver import LocalServer, two_servers
 
 pytestmark = pytest.mark.rule("PER-9")
 
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[LocalServer, LocalServer]]:
-    a, b = LocalServer("ma"), LocalServer("mb")
-    try:
-        started = threading.Thread(target=b.start)
-        started.start()
-        a.start()
-        started.join(60)
-        assert b.proc is not None, "server B did not start"
-        yield a, b
-    finally:
-        a.stop(remove=True)
-        b.stop(remove=True)
+    with two_servers("ma", "mb") as pair:
+        yield pair
 
 
 def _port(conn: psycopg.Connection[Any]) -> int:

@@ -7,6 +7,7 @@ real ``harness.topology.Pair`` is available. Every process is stopped by :meth:`
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -15,7 +16,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import MissingDependencyError, NodeStartError
@@ -156,6 +159,23 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop(remove=True)
+
+
+@contextlib.contextmanager
+def two_servers(name_a: str, name_b: str) -> Iterator[tuple[LocalServer, LocalServer]]:
+    """Two independent servers, started side by side (B in a thread) and both stopped and removed
+    at the end - the principal and its stand-in successor of the proxy tests."""
+    a, b = LocalServer(name_a), LocalServer(name_b)
+    try:
+        started = threading.Thread(target=b.start)
+        started.start()
+        a.start()
+        started.join(60)
+        assert b.proc is not None, f"server {name_b} did not start"
+        yield a, b
+    finally:
+        a.stop(remove=True)
+        b.stop(remove=True)
 
 
 def _template() -> Path:
