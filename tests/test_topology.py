@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -69,6 +70,24 @@ def test_switchover_swaps_roles_and_replication_direction_and_partner():
         pair.switchover()
         assert pair.principal.name == "n1" and streaming_standbys(pair.principal) == {"n2"}
         assert keys(pair.principal) == {1, 2}
+
+
+def _dsm_segments() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob("PostgreSQL.*")}
+
+
+def test_killed_and_torn_down_servers_leave_no_shared_memory_behind() -> None:
+    """Nothing leaked: a killed server (failover's kill -9, a teardown) cannot remove its POSIX
+    dynamic shared memory segments, which then stay in /dev/shm (RAM) for good - 2 per server, half
+    a megabyte each, 19,000 of them on this machine after a day of runs. The nodes keep them in their
+    data directory instead (``dynamic_shared_memory_type = mmap``), which goes with the run."""
+    before = _dsm_segments()
+    with Pair(mode="async", links="direct") as pair:
+        with pair.principal.admin() as conn:  # the mirror accepts no login (hot_standby=off)
+            assert conn.execute("SHOW dynamic_shared_memory_type").fetchone()[0] == "mmap"
+        pair.failover()
+        pair.rejoin()
+    assert _dsm_segments() - before == set()
 
 
 def test_failover_promotes_mirror_and_rejoin_brings_old_principal_back():

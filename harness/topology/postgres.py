@@ -231,6 +231,7 @@ class ServerConfig:
             f"unix_socket_directories = '{self.socket_dir}'",
             "max_connections = 120",
             "shared_buffers = 32MB",
+            "dynamic_shared_memory_type = mmap  # in the data directory: a killed server leaves no /dev/shm segment",
             "fsync = off                      # process kills, not power loss: the OS keeps the data",
             "synchronous_commit = on",
             "full_page_writes = on",

@@ -108,6 +108,7 @@ class LocalServer:
             [str(PG_BIN / "postgres"), "-D", str(self.data), "-c", "listen_addresses=127.0.0.1",
              "-c", f"port={self.port}", "-c", f"unix_socket_directories={self.dir}", "-c", "fsync=off",
              "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "shared_buffers=16MB",
+             "-c", "dynamic_shared_memory_type=mmap",
              "-c", "max_connections=60", "-c", "max_wal_senders=0", "-c", "wal_level=minimal"],
             user="postgres", stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
