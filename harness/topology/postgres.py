@@ -123,7 +123,7 @@ def _build_template(final: Path, run_as: RunAs) -> None:
     log = work / "template.log"
     pid = spawn_server([str(pg_bindir() / "postgres"), "-D", str(data), "-c", f"port={port}",
                         "-c", "listen_addresses=", "-c", f"unix_socket_directories={sock}",
-                        "-c", "fsync=off"], log, run_as, work)
+                        "-c", "fsync=off", "-c", "dynamic_shared_memory_type=mmap"], log, run_as, work)
     try:
         wait_ready(data, pid, log, timeout=30)
         with psycopg.connect(host=str(sock), port=port, user=SUPERUSER, dbname="postgres",
