@@ -96,9 +96,6 @@ class WarmSet:
         self.used = 0
         self.failed = 0
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     def start(self, target: Address, openers: dict[int, Opener], probe: Opener) -> None:
         """Log in (in the background) once per session id in ``openers`` and once for the probe, all
         at ``target``; connections of an earlier :meth:`start` are closed first."""
