@@ -124,13 +124,13 @@ def _try_reserve(port: int, owner: int) -> bool:
     return False
 
 
-def _bindable(host: str, port: int) -> bool:
-    """True when a listener can bind ``host:port`` right now: as every listener the harness starts
-    (and PostgreSQL, MariaDB, Toxiproxy, PgBouncer) it sets SO_REUSEADDR, so the TIME_WAIT leftovers
-    of a server stopped there do not count - a listener does (a removed node's freed port can be
-    given to a new node at once)."""
+def _bindable(host: str, port: int, reuse: bool = False) -> bool:
+    """True when a listener can bind ``host:port`` right now. With ``reuse`` the bind sets
+    SO_REUSEADDR, as every listener the harness starts (and PostgreSQL, MariaDB, Toxiproxy, PgBouncer)
+    does, so the TIME_WAIT leftovers of a server stopped there do not count - a listener does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -153,10 +153,18 @@ def allocate_port(host: str = "127.0.0.1", owner: int | None = None) -> int:
     ``owner`` (default: this PID) - a port no outgoing connection can take (issue 17)."""
     owner = owner or os.getpid()
     ranges = port_pool()
+    in_time_wait: int | None = None
     for _ in range(500):
         port = _draw(ranges)
-        if _bindable(host, port) and _try_reserve(port, owner):
-            return port
+        if _bindable(host, port):
+            if _try_reserve(port, owner):
+                return port
+        elif in_time_wait is None and _bindable(host, port, reuse=True):
+            in_time_wait = port
+    # No strictly free port: one that only TIME_WAIT leftovers hold is still bindable by a server
+    # (SO_REUSEADDR) - the case of a pinned range whose one port a removed node just freed.
+    if in_time_wait is not None and _bindable(host, in_time_wait, reuse=True) and _try_reserve(in_time_wait, owner):
+        return in_time_wait
     raise OSError(f"could not reserve a free TCP port in {ranges} after 500 tries")
 
 
