@@ -494,10 +494,10 @@ class Faults:
                                       lambda on_writable: self.topology.switchover(target, on_writable=on_writable),
                                       lambda: self.topology.principal.client_address, self._record, fid,
                                       early=True, next_address=lambda: self._next_principal(target),
-                                      before_drain=self.topology.prepare_switchover)
+                                      before_drain=lambda: self.topology.prepare_switchover(target))
                 return
             if fault == "switchover":
-                self.topology.prepare_switchover()
+                self.topology.prepare_switchover(target)
             yield getattr(self.topology, fault)(target)
 
     # ---------------------------------------------------------------------------- heal

@@ -174,10 +174,11 @@ class Topology(abc.ABC):
         the old one is still rejoining (where coordinated clients resume, PER-1/PER-4)."""
 
     @abc.abstractmethod
-    def prepare_switchover(self) -> None:
-        """Called just before a planned switchover's clients are drained: work that shortens the
-        coming stop while clients still run (local backend: CHECKPOINT on the principal, so that the
-        shutdown checkpoint of ``stop -m fast`` has little to write; issue 15). May do nothing."""
+    def prepare_switchover(self, target: str | None = None) -> None:
+        """Called just before a planned switchover to ``target`` (default: the mirror) drains its
+        clients: work that shortens the coming stop while clients still run (local backend: CHECKPOINT
+        on the principal, so that the shutdown checkpoint of ``stop -m fast`` has little to write, and
+        admin sessions the switchover's checks reuse; issue 15). May do nothing."""
 
     @abc.abstractmethod
     def failover(self, target: str | None = None) -> OperationResult:

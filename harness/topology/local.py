@@ -24,6 +24,7 @@ from harness.ports import allocate_port, hand_over, holder, release_port, retry_
 from harness.topology import api
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
+from harness.topology.held import HeldAdmin
 from harness.topology.links import Address, DirectLinks, Links
 from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
@@ -178,6 +179,7 @@ class LocalTopology(Topology):
         self._run_state: RunState | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._local = threading.RLock()
+        self._held = HeldAdmin()  # admin sessions prepare_switchover opens for the switchover's checks
 
     @staticmethod
     def _server_user() -> RunAs:
@@ -282,6 +284,7 @@ class LocalTopology(Topology):
 
     def down(self) -> None:
         """Stop every process of the run and delete its directory (safe to call twice)."""
+        self._held.close_all()
         if not self.run_id:
             return
         if self._unsubscribe is not None:
@@ -442,17 +445,34 @@ class LocalTopology(Topology):
         the error is raised afterwards."""
         return self._operation("switchover", None, lambda: self._switchover(target, on_writable))
 
-    def prepare_switchover(self) -> None:
+    def prepare_switchover(self, target: str | None = None) -> None:
         """CHECKPOINT on the running principal (not an operation: no state change, no event), so that
-        the fast stop of the switchover that follows writes a short shutdown checkpoint while its
-        clients wait (issue 15). A principal that is not running or refuses is left to the switchover."""
+        the fast stop of the switchover to ``target`` (default: the mirror) writes a short shutdown
+        checkpoint while its clients wait (issue 15). Engines that can reuse admin sessions keep that
+        one open for the switchover's streaming pre-check, and, with hot-standby mirrors, one to the
+        node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.held`): no
+        login while the clients are drained. A principal that is not running or refuses is left to the
+        switchover."""
         with self._local, locked(self.path):
             self.refresh()
             s = self._node_state(self._principal_name())
+            try:
+                nxt: NodeState | None = self._node_state(self._pick_target(target, "switchover"))
+            except Exception:  # noqa: BLE001 - the switchover itself reports a bad target
+                nxt = None
         if s.state != RUNNING:
             return
+        reuse = getattr(self.engine, "reuses_admin_connections", False)
         with contextlib.suppress(Exception):  # noqa: BLE001 - only an optimisation
-            self.engine.checkpoint(self.socket_dir(s.name), s.port)
+            if not reuse:
+                self.engine.checkpoint(self.socket_dir(s.name), s.port)
+                return
+            conn = self.engine.admin_connect(self.socket_dir(s.name), s.port)
+            self._held.put(s.name, s.pid or 0, conn)
+            self.engine.checkpoint(self.socket_dir(s.name), s.port, conn=conn)
+        if reuse and self.mirror_readable and nxt is not None and nxt.state == RUNNING:
+            with contextlib.suppress(Exception):  # noqa: BLE001 - the wait logs in instead
+                self._held.put(nxt.name, nxt.pid or 0, self.engine.admin_connect(self.socket_dir(nxt.name), nxt.port))
 
     def failover(self, target: str | None = None) -> OperationResult:
         """Unplanned: kill -9 the principal (every server process at once) and promote ``target``
@@ -626,10 +646,11 @@ class LocalTopology(Topology):
                 self._reload(other.name)
         self._spawn(name)
 
-    def _wait_streaming(self, standby: str, principal: str, timeout: float = 30) -> None:
+    def _wait_streaming(self, standby: str, principal: str, timeout: float = 30, conn: Any = None) -> None:
         p, sb = self._node_state(principal), self._node_state(standby)
+        extra = {"conn": conn} if conn is not None else {}
         state = self.engine.wait_replica(self.socket_dir(principal), p.port, standby, self.socket_dir(standby),
-                                         sb.port, lambda: pid_alive(self._node_state(standby).pid), timeout)
+                                         sb.port, lambda: pid_alive(self._node_state(standby).pid), timeout, **extra)
         if state is None:
             return
         log = self.path / standby / "postgres.log"
@@ -668,11 +689,12 @@ class LocalTopology(Topology):
         s.state, s.pid = KILLED, None
         self._emit("node.kill", t=t0, node=name, seconds=time.monotonic() - t0)
 
-    def _promote(self, name: str) -> None:
+    def _promote(self, name: str, conn: Any = None) -> None:
         s = self._node_state(name)
         self.engine.promote(Path(s.datadir), s.pid, self.run_as)
+        extra = {"conn": conn} if conn is not None else {}
         self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, self.path / name / "postgres.log", 60,
-                                  datadir=Path(s.datadir))
+                                  datadir=Path(s.datadir), **extra)
 
     def _pick_target(self, target: str | None, op: str) -> str:
         principal = self._principal_name()
@@ -692,20 +714,30 @@ class LocalTopology(Topology):
         return target
 
     def _switchover(self, target: str | None, on_writable: Callable[[], None] | None = None) -> str:
+        try:
+            return self._switchover_roles(target, on_writable)
+        finally:
+            self._held.close_all()
+
+    def _switchover_roles(self, target: str | None, on_writable: Callable[[], None] | None) -> str:
         old = self._principal_name()
         self._require(old, RUNNING)
         new = self._pick_target(target, "switchover")
-        self._wait_streaming(new, old, timeout=10)
+        self._wait_streaming(new, old, timeout=10, conn=self._held.peek(old, self._node_state(old).pid))
+        self._held.drop(old)  # before its server stops
         self._stop_server(old, "fast")
         self._set_role(old, MIRROR if self.n_nodes == 2 else STANDBY)
         self._set_role(new, PRINCIPAL)
         self._write_conf(new)
-        self._promote(new)
+        new_conn = self._held.peek(new, self._node_state(new).pid)
+        self._promote(new, conn=new_conn)
         self._apply_conf(new)  # partner; synchronous since its start as a standby (synchronous_on_promotion)
         self.links.roles_changed(self._state)
         hook_error = self._writable(new, old, on_writable)
         newp = self._node_state(new)
-        self.engine.checkpoint(self.socket_dir(new), newp.port)  # pg_rewind reads the control file
+        extra = {"conn": new_conn} if new_conn is not None and not new_conn.closed else {}
+        self.engine.checkpoint(self.socket_dir(new), newp.port, **extra)  # pg_rewind reads the control file
+        self._held.drop(new)
         self._rewind(old, new)
         self._make_standby(old)
         self._start_locked(old, wait=False)

@@ -9,6 +9,7 @@ before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the ina
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -352,7 +354,7 @@ def admin_connect(socket_dir: Path, port: int, timeout: float = 5, dbname: str =
 
 
 def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
-                  datadir: Path | None = None) -> None:
+                  datadir: Path | None = None, conn: psycopg.Connection | None = None) -> None:
     """Wait until the server accepts logins and is out of recovery (a principal). With ``datadir``
     whose ``postmaster.pid`` names ``pid`` and whose first status line seen is *not* ``ready`` (a
     standby that accepts no logins, ``hot_standby=off``: ``standby``; a starting server): until it says
@@ -360,7 +362,9 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
     promotion) over - a file read per poll instead of a login (issue 15: under load a login took
     30-70 ms, most of the promote wait). A *hot* standby's status is ``ready`` already while it is in
     recovery, so then, and without such a file (e.g. a container's), the wait is for a login that
-    answers ``pg_is_in_recovery() = false``."""
+    answers ``pg_is_in_recovery() = false`` - asked on ``conn`` when given (an admin session opened on
+    the hot standby before the promotion, which stays open across it: no login per poll; a failed
+    query drops it for logins)."""
     deadline = time.monotonic() + timeout
     last = ""
     # the file is watched only if its first status seen for ``pid`` is not "ready": a hot standby
@@ -379,9 +383,21 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
             last = f"postmaster status {status or 'starting'!r}"
             time.sleep(0.002)
             continue
-        try:
-            with admin_connect(socket_dir, port) as conn:
+        if watch_file and len(lines) < 8:  # read while the postmaster rewrote it: read again, no login
+            time.sleep(0.002)
+            continue
+        if conn is not None:
+            try:
                 if not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                    return
+                last = "still in recovery"
+                time.sleep(0.002)
+                continue
+            except psycopg.Error:
+                conn = None
+        try:
+            with admin_connect(socket_dir, port) as c:
+                if not c.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
                     return
                 last = "still in recovery"
         except psycopg.OperationalError as exc:
@@ -392,14 +408,15 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
 
 
 def wait_streaming(socket_dir: Path, port: int, standby: str, standby_alive: Callable[[], bool],
-                   timeout: float = 30) -> str | None:
+                   timeout: float = 30, conn: psycopg.Connection | None = None) -> str | None:
     """Wait until ``standby`` streams from the principal on its own timeline, caught up with the
     principal's WAL position when asked: right after a timeline switch a standby first streams the
     old timeline to its end, then reconnects; only WAL written on the new timeline (past the switch
-    point) proves it follows the new principal. None when it does, else the last state seen."""
+    point) proves it follows the new principal. None when it does, else the last state seen. Asked
+    on ``conn`` (an open admin session to the principal, left open) when given, else on a new login."""
     deadline = time.monotonic() + timeout
     state = None
-    with admin_connect(socket_dir, port) as conn:
+    with contextlib.nullcontext(conn) if conn is not None else admin_connect(socket_dir, port) as conn:
         target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
         while time.monotonic() < deadline:
             row = conn.execute("SELECT state, coalesce(flush_lsn >= %s::pg_lsn, false) FROM pg_stat_replication "
@@ -488,6 +505,9 @@ class PostgresEngine:
     name = "postgres"
     label = "PostgreSQL"
     topology_prefix = "pg"
+    #: ``checkpoint``, ``wait_replica`` and ``wait_writable`` take an open admin session (``conn``) to
+    #: reuse: a switchover's checks need no login while its clients wait (harness.topology.held).
+    reuses_admin_connections = True
     _read: dict[tuple[str, int], Credentials] = {}  # (password file, its mtime) -> what it holds
 
     @property
@@ -510,9 +530,9 @@ class PostgresEngine:
 
     @staticmethod
     def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
-                      datadir: Path | None = None) -> None:
+                      datadir: Path | None = None, conn: Any = None) -> None:
         """Wait until the server accepts writes (as :func:`wait_writable`)."""
-        wait_writable(socket_dir, port, pid, log, timeout=timeout, datadir=datadir)
+        wait_writable(socket_dir, port, pid, log, timeout=timeout, datadir=datadir, conn=conn)
 
     def bootstrap_files(self) -> dict[str, str]:
         """What a node's container entrypoint (``compose/fh-node.sh``) reads from the node's folder to
@@ -540,10 +560,11 @@ class PostgresEngine:
 
     @staticmethod
     def wait_replica(principal_socket: Path, principal_port: int, standby: str, standby_socket: Path,
-                     standby_port: int, standby_alive: Callable[[], bool], timeout: float = 30) -> str | None:
+                     standby_port: int, standby_alive: Callable[[], bool], timeout: float = 30,
+                     conn: Any = None) -> str | None:
         """Wait until ``standby`` streams from the principal and has flushed the principal's current
-        WAL position (as :func:`wait_streaming`)."""
-        return wait_streaming(principal_socket, principal_port, standby, standby_alive, timeout)
+        WAL position (as :func:`wait_streaming`; ``conn``: an open admin session to the principal)."""
+        return wait_streaming(principal_socket, principal_port, standby, standby_alive, timeout, conn=conn)
 
     @staticmethod
     def reload(datadir: Path, conf: Path, pid: int | None) -> None:
@@ -553,10 +574,14 @@ class PostgresEngine:
             signal_pid(pid, signal.SIGHUP)
 
     @staticmethod
-    def checkpoint(socket_dir: Path, port: int) -> None:
-        """CHECKPOINT: pg_rewind reads the new timeline from the control file."""
-        with admin_connect(socket_dir, port) as conn:
+    def checkpoint(socket_dir: Path, port: int, conn: Any = None) -> None:
+        """CHECKPOINT: pg_rewind reads the new timeline from the control file (on ``conn``, an open
+        admin session left open, when given)."""
+        if conn is not None:
             conn.execute("CHECKPOINT")
+            return
+        with admin_connect(socket_dir, port) as c:
+            c.execute("CHECKPOINT")
 
     @staticmethod
     def published_partner(socket_dir: Path, port: int) -> str | None:

@@ -1,0 +1,83 @@
+"""A prepared switchover logs in nowhere while its clients wait (issue 15, the stall): the admin
+sessions ``prepare_switchover`` opens - to the principal for its CHECKPOINT and, with a hot-standby
+mirror, to the node about to be promoted - carry the switchover's streaming pre-check (DUR-1) and
+the new principal's out-of-recovery wait, and none of them is left open afterwards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import harness.topology.postgres as pg
+from harness.topology import Pair
+
+
+def _harness_sessions(dsn: str) -> int:
+    """Client backends of the superuser other than the asking one (the harness's admin sessions)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                            "AND usename = %s AND pid <> pg_backend_pid()", (pg.SUPERUSER,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("readable", [True, False], ids=["hot-standby-mirror", "inactive-mirror"])
+def test_a_prepared_switchover_needs_no_login_until_the_new_principal_is_writable(
+        readable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    logins: list[int] = []
+    real = pg.admin_connect
+
+    def counting(socket_dir: Any, port: int, *args: Any, **kwargs: Any) -> Any:
+        logins.append(port)
+        return real(socket_dir, port, *args, **kwargs)
+
+    with Pair(mode="sync", mirror_readable=readable, links="direct") as pair:
+        old, new = pair.principal, pair.mirror
+        with psycopg.connect(old.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (v int)")
+            conn.execute("INSERT INTO t VALUES (1)")
+        monkeypatch.setattr(pg, "admin_connect", counting)
+        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(counting))
+        pair.prepare_switchover()
+        prepared = len(logins)
+        at_writable: list[int] = []
+        pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
+        monkeypatch.setattr(pg, "admin_connect", real)
+        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(real))
+        assert prepared == (2 if readable else 1), logins
+        assert at_writable == [prepared], (prepared, at_writable, logins)  # no login until writable
+        assert pair.principal.name == new.name
+        superuser_dsn = (f"host={pair.socket_dir(new.name)} port={new.server_address[1]} "
+                         f"user={pg.SUPERUSER} dbname=postgres")
+        assert _harness_sessions(superuser_dsn) == 0  # the held sessions were closed
+        with psycopg.connect(pair.principal.dsn(), autocommit=True) as conn:
+            assert conn.execute("SELECT v FROM t").fetchall() == [(1,)]  # DUR-1
+            conn.execute("INSERT INTO t VALUES (2)")
+
+
+def test_an_unprepared_switchover_and_a_stale_preparation_still_log_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``prepare_switchover`` (or when the server it prepared was replaced) the checks log in
+    as before: a held session is used only by the server process it was opened to."""
+    logins: list[int] = []
+    real = pg.admin_connect
+
+    def counting(socket_dir: Any, port: int, *args: Any, **kwargs: Any) -> Any:
+        logins.append(port)
+        return real(socket_dir, port, *args, **kwargs)
+
+    with Pair(mode="async", mirror_readable=True, links="direct") as pair:
+        monkeypatch.setattr(pg, "admin_connect", counting)
+        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(counting))
+        at_writable: list[int] = []
+        pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
+        assert at_writable and at_writable[0] >= 2, logins  # pre-check + at least one writable poll
+        logins.clear()
+        pair.prepare_switchover()
+        pair.stop(pair.principal.name)  # a new server process: its held session is not used
+        pair.start(pair.principal.name)
+        held_before = len(logins)
+        at_writable.clear()
+        pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
+        assert at_writable[0] > held_before, logins
+        monkeypatch.setattr(pg, "admin_connect", real)
+        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(real))
