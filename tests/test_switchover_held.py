@@ -81,3 +81,36 @@ def test_an_unprepared_switchover_and_a_stale_preparation_still_log_in(monkeypat
         assert at_writable[0] > held_before, logins
         monkeypatch.setattr(pg, "admin_connect", real)
         monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(real))
+
+
+def test_a_held_session_its_server_closed_is_replaced_by_a_login(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server ends the held sessions between the preparation and the switchover (same server
+    process, so they look usable): the pre-check and the waits log in instead, and the switchover
+    completes with the data kept."""
+    with Pair(mode="sync", mirror_readable=True, links="direct") as pair:
+        old, new = pair.principal, pair.mirror
+        with psycopg.connect(old.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (v int)")
+            conn.execute("INSERT INTO t VALUES (1)")
+        pair.prepare_switchover()
+        for node in (old, new):
+            dsn = f"host={pair.socket_dir(node.name)} port={node.server_address[1]} user={pg.SUPERUSER} dbname=postgres"
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                     "WHERE backend_type = 'client backend' AND usename = %s "
+                                     "AND pid <> pg_backend_pid()", (pg.SUPERUSER,)).fetchone()[0]
+            assert ended == 1, (node.name, ended)
+        logins: list[int] = []
+        real = pg.admin_connect
+
+        def counting(socket_dir: Any, port: int, *args: Any, **kwargs: Any) -> Any:
+            logins.append(port)
+            return real(socket_dir, port, *args, **kwargs)
+
+        monkeypatch.setattr(pg, "admin_connect", counting)
+        pair.switchover()
+        monkeypatch.setattr(pg, "admin_connect", real)
+        assert old.server_address[1] in logins, logins  # the pre-check logged in
+        assert pair.principal.name == new.name
+        with psycopg.connect(pair.principal.dsn(), autocommit=True) as conn:
+            assert conn.execute("SELECT v FROM t").fetchall() == [(1,)]

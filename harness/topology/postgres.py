@@ -413,20 +413,29 @@ def wait_streaming(socket_dir: Path, port: int, standby: str, standby_alive: Cal
     principal's WAL position when asked: right after a timeline switch a standby first streams the
     old timeline to its end, then reconnects; only WAL written on the new timeline (past the switch
     point) proves it follows the new principal. None when it does, else the last state seen. Asked
-    on ``conn`` (an open admin session to the principal, left open) when given, else on a new login."""
+    on ``conn`` (an open admin session to the principal, left open) when given - a new login when
+    that session fails (its server closed it) - else on a new login."""
     deadline = time.monotonic() + timeout
+    if conn is not None:
+        with contextlib.suppress(psycopg.Error):
+            return _streaming_on(conn, standby, standby_alive, deadline)
+    with admin_connect(socket_dir, port) as fresh:
+        return _streaming_on(fresh, standby, standby_alive, deadline)
+
+
+def _streaming_on(conn: psycopg.Connection, standby: str, standby_alive: Callable[[], bool],
+                  deadline: float) -> str | None:
     state = None
-    with contextlib.nullcontext(conn) if conn is not None else admin_connect(socket_dir, port) as conn:
-        target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-        while time.monotonic() < deadline:
-            row = conn.execute("SELECT state, coalesce(flush_lsn >= %s::pg_lsn, false) FROM pg_stat_replication "
-                               "WHERE application_name = %s", (target, standby)).fetchone()
-            state = row[0] if row else None
-            if state == "streaming" and row[1]:
-                return None
-            if not standby_alive():
-                break
-            time.sleep(0.003)
+    target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    while time.monotonic() < deadline:
+        row = conn.execute("SELECT state, coalesce(flush_lsn >= %s::pg_lsn, false) FROM pg_stat_replication "
+                           "WHERE application_name = %s", (target, standby)).fetchone()
+        state = row[0] if row else None
+        if state == "streaming" and row[1]:
+            return None
+        if not standby_alive():
+            break
+        time.sleep(0.003)
     return repr(state)
 
 
@@ -578,8 +587,9 @@ class PostgresEngine:
         """CHECKPOINT: pg_rewind reads the new timeline from the control file (on ``conn``, an open
         admin session left open, when given)."""
         if conn is not None:
-            conn.execute("CHECKPOINT")
-            return
+            with contextlib.suppress(psycopg.Error):  # a held session its server closed: log in
+                conn.execute("CHECKPOINT")
+                return
         with admin_connect(socket_dir, port) as c:
             c.execute("CHECKPOINT")
 
