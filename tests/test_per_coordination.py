@@ -187,7 +187,9 @@ def test_early_resume_releases_clients_while_the_action_goes_on() -> None:
         calls.append("old principal rejoined")
         return "done"
 
-    result = run_coordinated([Hooks(calls, "a"), Waits(calls, "b")], action, lambda: ("127.0.0.1", 7), h.record,
+    # after_switchover runs in reverse order: the waiting hook is registered first, so it is called
+    # last and "resumed" means every hook has run (with it second, "after a" raced the action's end)
+    result = run_coordinated([Waits(calls, "a"), Hooks(calls, "b")], action, lambda: ("127.0.0.1", 7), h.record,
                              fault_id=3, early=True)
     assert result == "done"
     assert calls == ["before a", "before b", "promoted", "after b 7", "after a 7", "old principal rejoined"]
