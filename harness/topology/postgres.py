@@ -85,14 +85,19 @@ def _version_of(bindir: str) -> str:
 # template
 # ------------------------------------------------------------------------------------------------
 
-TEMPLATE_LAYOUT_VERSION = "7"
+TEMPLATE_LAYOUT_VERSION = "8"  # 8: the data directory's own settings keep DSM in it (mmap)
 #: initdb options of every data directory the harness creates (after ``-D DIR``).
 INITDB_ARGS = ("-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--wal-segsize=1")
 #: Settings that must hold even when a tool starts the server on a data directory with no external
 #: config (pg_rewind's single-user crash recovery records wal_log_hints in pg_control);
 #: wal_keep_size: that crash recovery must not remove the WAL pg_rewind reads back to the last
 #: common checkpoint (with 1 MB segments it otherwise can).
-DATADIR_SETTINGS = "\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n"
+#: Appended to the data directory's own ``postgresql.conf``: what a server started without the node's
+#: configuration file reads - ``pg_rewind``'s single-user crash recovery of a killed former principal
+#: (which PANICs when that node's WAL is gone and so never removes its shared memory: with ``posix``
+#: it left a segment in /dev/shm for good) and a compose container's first start.
+DATADIR_SETTINGS = ("\n# failover-harness\nwal_log_hints = on\nwal_level = replica\nwal_keep_size = 64MB\n"
+                    "dynamic_shared_memory_type = mmap\n")
 
 
 def template_dir(run_as: RunAs) -> Path:
