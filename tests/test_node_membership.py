@@ -366,3 +366,31 @@ def test_admin_remove_node_needs_token_and_an_address(run: str) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert not pid_alive(proc.pid)
+
+
+def test_the_cli_proxy_client_follows_nodes_added_after_it_started() -> None:
+    """``reference-Nw`` (the CLI proxy in a subprocess) fronts the run, not a fixed list of addresses:
+    a switchover to a node added after it started resumes its sessions there (the allow-list and the
+    principal follow the run state; with ``--backend`` per node the resume was refused, 403)."""
+    from harness.clients.persistent.reference_process import reference_workers
+    from harness.faults import Faults
+
+    with Group(nodes=3, mode="async", links="direct") as group:
+        faults = Faults(group)
+        client = reference_workers(pair=group, drain_window=2.0, recovery_window=20.0, workers=1)
+        client.start()
+        stop = faults.coordinate(client)
+        try:
+            with psycopg.connect(client.dsn(), autocommit=True) as conn:
+                conn.execute("CREATE TABLE t (v int)")
+                conn.execute("INSERT INTO t VALUES (1)")
+                new = group.node(faults.add_node().result.node)
+                faults.switchover(new.name)
+                assert group.principal.name == new.name
+                assert conn.execute("SELECT inet_server_port()").fetchone()[0] == new.server_address[1]
+                conn.execute("INSERT INTO t VALUES (2)")  # the same session, writable on the new principal
+                assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+            assert client.status()["counters"]["kept"] == 1
+        finally:
+            stop()
+            client.stop()

@@ -31,7 +31,9 @@ _START_TIMEOUT = 60.0
 
 
 class ReferenceProcessClient(ClientBase):
-    """``persistent-proxy --workers N --backend <every node> --admin 127.0.0.1:0`` in a subprocess;
+    """``persistent-proxy --workers N --run ID --via client --admin 127.0.0.1:0`` in a subprocess (the
+    run's nodes at their client addresses, re-read as nodes are added and removed; ``--backend`` for
+    every node when the topology has no run);
     ``before_switchover`` = ``POST /drain``, ``after_switchover(address)`` = ``POST /resume`` on that
     address (PER-1, PER-4), through the supervisor's admin API (every worker)."""
 
@@ -61,8 +63,12 @@ class ReferenceProcessClient(ClientBase):
                 "--admin", "127.0.0.1:0", "--token-file", str(self._dir / "admin.token"),
                 "--workers", str(self.workers), "--listen-mode", self.listen_mode,
                 "--drain-window", f"{self.drain_window:g}", "--recovery-window", f"{self.recovery_window:g}"]
-        for host, port in self._nodes():
-            argv += ["--backend", f"{host}:{port}"]
+        run_id = getattr(self.pair, "run_id", None)
+        if run_id:  # follow the run's nodes as they are added and removed (the principal and /resume's allow-list)
+            argv += ["--run", str(run_id), "--via", "client"]
+        else:
+            for host, port in self._nodes():
+                argv += ["--backend", f"{host}:{port}"]
         env = {**os.environ, "PGPASSWORD": self.password or ""}
         self._err = open(self._dir / "stderr.log", "w+", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
