@@ -7,6 +7,7 @@ RESET_CONNECTION, and a planned switchover keeping variables, protocol-level pre
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -189,6 +190,49 @@ def test_proxy_closes_temp_table_and_open_transaction_sessions(mpair: LocalPair,
             _q(closed, "SELECT 1")
     assert {e.get("rule") for e in history.events("persist.closed")} == {"PER-5", "PER-7"}
     plain.close()
+
+
+def test_a_reclone_starts_at_the_backups_position_not_at_the_sources_first_transaction() -> None:
+    """The re-clone's source is the run's first principal, so its binlog still holds the rows written
+    before the first switchover, and the copy holds them too. The copy must start replicating at the
+    backup's position, as its own log says. mariadb-backup 10.11 writes ``xtrabackup_binlog_info``,
+    which the harness did not read: every copy started at ``''``, leaving what to send to the source.
+    In one ``make chaos`` run (DUR-1, ``rejoin``) the source sent its first rows again: duplicate key,
+    not streaming after 30 s. Here the rows arrive either way; the start position is what differs."""
+    history = History()
+    with LocalPair(engine=MariaDBEngine(), mode="async", history=history) as pair:
+        first = pair.principal.name
+        c = _conn(pair.principal.client_address, pair)
+        _q(c, "CREATE TABLE early_t (k int PRIMARY KEY)")
+        _q(c, "INSERT INTO early_t VALUES (1)")  # in the first principal's binlog for good
+        c.close()
+        time.sleep(0.5)
+        pair.switchover()
+        second = pair.principal.name
+        with pair.mirror.admin() as adm:
+            adm.execute("STOP SLAVE")
+        c = _conn(pair.principal.client_address, pair)
+        _q(c, "INSERT INTO early_t VALUES (2)")  # on the second principal only: it diverges
+        c.close()
+        pair.failover()  # the first principal is the principal again, and the re-clone's source
+        assert pair.principal.name == first
+        pair.rejoin()
+        assert [e.get("node") for e in history.events("node.reclone")] == [second]
+        log = (pair.path / second / "postgres.log").read_text()
+        starts = re.findall(r"replication starts at GTID position '([^']*)'", log)
+        assert starts and starts[-1], starts  # the backup's position, not '' (the whole binlog again)
+        c = _conn(pair.principal.client_address, pair)
+        _q(c, "INSERT INTO early_t VALUES (3)")
+        c.close()
+        deadline = time.monotonic() + 20
+        while True:
+            c = _conn(pair.node(second).client_address, pair)
+            rows = [r[0] for r in _q(c, "SELECT k FROM early_t ORDER BY k")]
+            c.close()
+            if rows == [1, 3] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert rows == [1, 3]
 
 
 @pytest.mark.parametrize("switch_first", [False, True], ids=["first-principal", "after-a-switchover"])

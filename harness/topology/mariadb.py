@@ -567,13 +567,39 @@ def reclone(datadir: Path, source_socket: Path, source_port: int, run_as: RunAs)
     if res.returncode != 0:
         raise TopologyError(f"mariadb-backup into {target} failed (exit {res.returncode}): "
                             f"{res.stderr.strip()[-1200:]}")
-    info = (target / "mariadb_backup_binlog_info")
-    gtid = info.read_text().split()[2] if info.exists() and len(info.read_text().split()) >= 3 else ""
+    gtid = _backup_start(target, source_socket)
     shutil.rmtree(datadir, ignore_errors=True)
     target.rename(datadir)
     (datadir / START_FILE).write_text(gtid)
     for p in [datadir, *datadir.rglob("*")]:
         run_as.chown(p)
+
+
+def _backup_start(backup: Path, source_socket: Path) -> str:
+    """The GTID position a re-cloned copy starts replicating from: the source's binlog file and offset
+    at the backup (``xtrabackup_binlog_info`` - mariadb-backup 10.11's name; ``mariadb_backup_binlog_info``
+    in later versions) as the source's binlog names them, ``BINLOG_GTID_POS(file, offset)``. The
+    file's own third field (``gtid_current_pos``) is no substitute: it is empty on a principal whose
+    last binlogged transaction is another server's and whose slave position is empty. The harness
+    used to look for the later name only, so every copy started at ``''``; in one ``make chaos`` run
+    (DUR-1, ``rejoin``) the source then sent its first transactions again, onto data that already held
+    them (duplicate key, not streaming after 30 s)."""
+    for name in ("xtrabackup_binlog_info", "mariadb_backup_binlog_info"):
+        info = backup / name
+        if info.exists():
+            fields = info.read_text().split()
+            break
+    else:
+        return ""
+    recorded = fields[2] if len(fields) >= 3 else ""
+    if len(fields) < 2 or not fields[1].isdigit():
+        return recorded
+    with contextlib.suppress(Exception):  # noqa: BLE001 - the recorded position is the fallback
+        with _Admin(_sock_of(source_socket)) as conn:
+            row = conn.execute("SELECT BINLOG_GTID_POS(%s, %s)", (fields[0], int(fields[1]))).fetchone()
+        if row and row[0]:
+            return str(row[0])
+    return recorded
 
 
 # ------------------------------------------------------------------------------------------------
