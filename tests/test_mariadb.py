@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pymysql
 import pytest
@@ -192,6 +193,19 @@ def test_proxy_closes_temp_table_and_open_transaction_sessions(mpair: LocalPair,
     plain.close()
 
 
+def _keys_when_caught_up(pair: Any, node: str, table: str, expected: list[int], timeout: float = 20) -> list[int]:
+    """The keys of ``table`` on ``node`` once they are ``expected`` (replication caught up), or as
+    they are when ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        c = _conn(pair.node(node).client_address, pair)
+        rows = [r[0] for r in _q(c, f"SELECT k FROM {table} ORDER BY k")]
+        c.close()
+        if rows == expected or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
 def test_a_reclone_starts_at_the_backups_position_not_at_the_sources_first_transaction() -> None:
     """The re-clone's source is the run's first principal, so its binlog still holds the rows written
     before the first switchover, and the copy holds them too. The copy must start replicating at the
@@ -224,15 +238,7 @@ def test_a_reclone_starts_at_the_backups_position_not_at_the_sources_first_trans
         c = _conn(pair.principal.client_address, pair)
         _q(c, "INSERT INTO early_t VALUES (3)")
         c.close()
-        deadline = time.monotonic() + 20
-        while True:
-            c = _conn(pair.node(second).client_address, pair)
-            rows = [r[0] for r in _q(c, "SELECT k FROM early_t ORDER BY k")]
-            c.close()
-            if rows == [1, 3] or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert rows == [1, 3]
+        assert _keys_when_caught_up(pair, second, "early_t", [1, 3]) == [1, 3]
 
 
 @pytest.mark.parametrize("switch_first", [False, True], ids=["first-principal", "after-a-switchover"])
@@ -263,12 +269,5 @@ def test_diverged_former_principal_is_recloned_on_rejoin(switch_first: bool) -> 
         c = _conn(pair.principal.client_address, pair)
         _q(c, "INSERT INTO div_t VALUES (4)")
         c.close()
-        deadline = time.monotonic() + 20
-        while True:
-            c = _conn(pair.node(old).client_address, pair)
-            rows = [r[0] for r in _q(c, "SELECT k FROM div_t ORDER BY k")]
-            c.close()
-            if rows == [1, 3, 4] or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert rows == [1, 3, 4]  # the diverged commit 2 is gone, the new principal's history is there
+        # the diverged commit 2 is gone, the new principal's history is there
+        assert _keys_when_caught_up(pair, old, "div_t", [1, 3, 4]) == [1, 3, 4]

@@ -5,6 +5,8 @@ the new principal's out-of-recovery wait, and none of them is left open afterwar
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -13,17 +15,14 @@ import pytest
 import harness.topology.postgres as pg
 from harness.topology import Pair
 
-
-def _harness_sessions(dsn: str) -> int:
-    """Client backends of the superuser other than the asking one (the harness's admin sessions)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                            "AND usename = %s AND pid <> pg_backend_pid()", (pg.SUPERUSER,)).fetchone()[0]
+_HARNESS_SESSIONS = ("FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = %s "
+                     "AND pid <> pg_backend_pid()")  # the superuser's sessions other than the asking one
 
 
-@pytest.mark.parametrize("readable", [True, False], ids=["hot-standby-mirror", "inactive-mirror"])
-def test_a_prepared_switchover_needs_no_login_until_the_new_principal_is_writable(
-        readable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@contextlib.contextmanager
+def _counting_logins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Every harness admin login while inside (the port it went to), whether made by the engine
+    module's functions or through ``PostgresEngine.admin_connect``."""
     logins: list[int] = []
     real = pg.admin_connect
 
@@ -31,25 +30,38 @@ def test_a_prepared_switchover_needs_no_login_until_the_new_principal_is_writabl
         logins.append(port)
         return real(socket_dir, port, *args, **kwargs)
 
+    with monkeypatch.context() as m:
+        m.setattr(pg, "admin_connect", counting)
+        m.setattr(pg.PostgresEngine, "admin_connect", staticmethod(counting))
+        yield logins
+
+
+def _superuser_dsn(pair: Pair, node: Any) -> str:
+    return f"host={pair.socket_dir(node.name)} port={node.server_address[1]} user={pg.SUPERUSER} dbname=postgres"
+
+
+def _create_table(node: Any) -> None:
+    with psycopg.connect(node.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (v int)")
+        conn.execute("INSERT INTO t VALUES (1)")
+
+
+@pytest.mark.parametrize("readable", [True, False], ids=["hot-standby-mirror", "inactive-mirror"])
+def test_a_prepared_switchover_needs_no_login_until_the_new_principal_is_writable(
+        readable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     with Pair(mode="sync", mirror_readable=readable, links="direct") as pair:
         old, new = pair.principal, pair.mirror
-        with psycopg.connect(old.dsn(), autocommit=True) as conn:
-            conn.execute("CREATE TABLE t (v int)")
-            conn.execute("INSERT INTO t VALUES (1)")
-        monkeypatch.setattr(pg, "admin_connect", counting)
-        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(counting))
-        pair.prepare_switchover()
-        prepared = len(logins)
-        at_writable: list[int] = []
-        pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
-        monkeypatch.setattr(pg, "admin_connect", real)
-        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(real))
+        _create_table(old)
+        with _counting_logins(monkeypatch) as logins:
+            pair.prepare_switchover()
+            prepared = len(logins)
+            at_writable: list[int] = []
+            pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
         assert prepared == (2 if readable else 1), logins
         assert at_writable == [prepared], (prepared, at_writable, logins)  # no login until writable
         assert pair.principal.name == new.name
-        superuser_dsn = (f"host={pair.socket_dir(new.name)} port={new.server_address[1]} "
-                         f"user={pg.SUPERUSER} dbname=postgres")
-        assert _harness_sessions(superuser_dsn) == 0  # the held sessions were closed
+        with psycopg.connect(_superuser_dsn(pair, new), autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) " + _HARNESS_SESSIONS, (pg.SUPERUSER,)).fetchone()[0] == 0
         with psycopg.connect(pair.principal.dsn(), autocommit=True) as conn:
             assert conn.execute("SELECT v FROM t").fetchall() == [(1,)]  # DUR-1
             conn.execute("INSERT INTO t VALUES (2)")
@@ -58,16 +70,8 @@ def test_a_prepared_switchover_needs_no_login_until_the_new_principal_is_writabl
 def test_an_unprepared_switchover_and_a_stale_preparation_still_log_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without ``prepare_switchover`` (or when the server it prepared was replaced) the checks log in
     as before: a held session is used only by the server process it was opened to."""
-    logins: list[int] = []
-    real = pg.admin_connect
-
-    def counting(socket_dir: Any, port: int, *args: Any, **kwargs: Any) -> Any:
-        logins.append(port)
-        return real(socket_dir, port, *args, **kwargs)
-
-    with Pair(mode="async", mirror_readable=True, links="direct") as pair:
-        monkeypatch.setattr(pg, "admin_connect", counting)
-        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(counting))
+    with Pair(mode="async", mirror_readable=True, links="direct") as pair, \
+            _counting_logins(monkeypatch) as logins:
         at_writable: list[int] = []
         pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
         assert at_writable and at_writable[0] >= 2, logins  # pre-check + at least one writable poll
@@ -79,8 +83,6 @@ def test_an_unprepared_switchover_and_a_stale_preparation_still_log_in(monkeypat
         at_writable.clear()
         pair.switchover(on_writable=lambda: at_writable.append(len(logins)))
         assert at_writable[0] > held_before, logins
-        monkeypatch.setattr(pg, "admin_connect", real)
-        monkeypatch.setattr(pg.PostgresEngine, "admin_connect", staticmethod(real))
 
 
 def test_a_held_session_its_server_closed_is_replaced_by_a_login(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,27 +91,15 @@ def test_a_held_session_its_server_closed_is_replaced_by_a_login(monkeypatch: py
     completes with the data kept."""
     with Pair(mode="sync", mirror_readable=True, links="direct") as pair:
         old, new = pair.principal, pair.mirror
-        with psycopg.connect(old.dsn(), autocommit=True) as conn:
-            conn.execute("CREATE TABLE t (v int)")
-            conn.execute("INSERT INTO t VALUES (1)")
+        _create_table(old)
         pair.prepare_switchover()
         for node in (old, new):
-            dsn = f"host={pair.socket_dir(node.name)} port={node.server_address[1]} user={pg.SUPERUSER} dbname=postgres"
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                     "WHERE backend_type = 'client backend' AND usename = %s "
-                                     "AND pid <> pg_backend_pid()", (pg.SUPERUSER,)).fetchone()[0]
+            with psycopg.connect(_superuser_dsn(pair, node), autocommit=True) as conn:
+                ended = conn.execute("SELECT count(pg_terminate_backend(pid)) " + _HARNESS_SESSIONS,
+                                     (pg.SUPERUSER,)).fetchone()[0]
             assert ended == 1, (node.name, ended)
-        logins: list[int] = []
-        real = pg.admin_connect
-
-        def counting(socket_dir: Any, port: int, *args: Any, **kwargs: Any) -> Any:
-            logins.append(port)
-            return real(socket_dir, port, *args, **kwargs)
-
-        monkeypatch.setattr(pg, "admin_connect", counting)
-        pair.switchover()
-        monkeypatch.setattr(pg, "admin_connect", real)
+        with _counting_logins(monkeypatch) as logins:
+            pair.switchover()
         assert old.server_address[1] in logins, logins  # the pre-check logged in
         assert pair.principal.name == new.name
         with psycopg.connect(pair.principal.dsn(), autocommit=True) as conn:
