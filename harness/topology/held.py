@@ -68,10 +68,6 @@ class HeldAdmin:
         for _, _, conn in entries:
             _close(conn)
 
-    def __contains__(self, node: str) -> bool:
-        with self._lock:
-            return node in self._held
-
 
 def _close(conn: Any) -> None:
     with contextlib.suppress(Exception):  # noqa: BLE001 - a connection its server already closed
