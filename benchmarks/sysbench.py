@@ -24,6 +24,9 @@ PgBouncer in transaction pooling (1.18 cannot carry them across transactions: ``
 The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
 Targets (reference proxy): tps >= 0.8x direct, p95 <= 1.25x direct; with switchovers: sysbench finishes.
+Each ratio target is judged by the 90 % interval of the per-round ratios (``harness.report.targets``,
+distribution-free): ``met`` / ``NOT met`` only when the whole interval is on one side, else ``not
+shown`` - five rounds are the fewest that bound it (defaults: 5 rounds of 10 s).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
+from harness.report.targets import median_interval, verdict_text  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.sysbench import TESTS, Sysbench  # noqa: E402
 
@@ -156,13 +160,23 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
                       "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in
                                                      zip(runs, steady_runs["direct"], strict=True)),
                       "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in
-                                                     zip(runs, steady_runs["direct"], strict=True))}
+                                                     zip(runs, steady_runs["direct"], strict=True)),
+                      # the verdicts' 90 % intervals (harness.report.targets): per-round ratios, paired
+                      "tps_interval": _ratio_interval(runs, steady_runs["direct"], "tps"),
+                      "p95_interval": _ratio_interval(runs, steady_runs["direct"], "p95")}
             rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps[name]}
             print(f"  {test} {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
         for stop in stops:
             stop()
     return rows
+
+
+def _ratio_interval(runs: list[dict[str, Any]], direct: list[dict[str, Any]], key: str) -> Any:
+    """The median per-round ratio of ``key`` to direct's run of the same round, with its 90 % interval
+    (None when a run gave no figure)."""
+    ratios = [r[key] / d[key] for r, d in zip(runs, direct, strict=True) if r.get(key) and d.get(key)]
+    return median_interval(ratios) if ratios else None
 
 
 def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: float, opts: argparse.Namespace,
@@ -186,14 +200,17 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
           "min 1s = the lowest tps of a 1-second report interval; "
           f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
+    print(f"verdicts by the 90% interval of the {opts.rounds} per-round ratios (distribution-free; "
+          "harness.report.targets): met / NOT met only when the whole interval says so")
     for name in [n for n in rows if n.startswith("reference")]:
         ref = rows[name]
-        tps_ratio = ref["steady"]["tps_ratio"]
-        p95_ratio = ref["steady"]["p95_ratio"]
-        print(f"{name} ({test}): tps {tps_ratio:.2f}x direct (target >= {TARGET_TPS_RATIO}: "
-              f"{'met' if tps_ratio >= TARGET_TPS_RATIO else 'NOT met'}), p95 {p95_ratio:.2f}x direct (target <= "
-              f"{TARGET_P95_RATIO}: {'met' if p95_ratio <= TARGET_P95_RATIO else 'NOT met'}); with switchovers "
-              f"sysbench {'finished' if ref['switched']['finished'] else 'did NOT finish'}")
+        tps, p95 = ref["steady"]["tps_interval"], ref["steady"]["p95_interval"]
+        tps_text = "no figure" if tps is None else verdict_text(tps, TARGET_TPS_RATIO, at_least=True, unit="x",
+                                                                 what="rounds")
+        p95_text = "no figure" if p95 is None else verdict_text(p95, TARGET_P95_RATIO, at_least=False, unit="x",
+                                                                 what="rounds")
+        print(f"{name} ({test}): tps {tps_text}\n{' ' * (len(name) + len(test) + 4)} p95 {p95_text}; "
+              f"with switchovers sysbench {'finished' if ref['switched']['finished'] else 'did NOT finish'}")
 
 
 def _loadavg() -> str:
@@ -217,8 +234,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tests", default="oltp_read_write,oltp_point_select",
                     help="comma-separated sysbench tests (default %(default)s)")
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of each sysbench run (default 20)")
-    ap.add_argument("--rounds", type=int, default=2, help="steady rounds, clients taking turns (default 2)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of each sysbench run (default 10)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="steady rounds, clients taking turns (default 5: the fewest that bound the median "
+                         "ratio's 90%% interval)")
     ap.add_argument("--switchovers", type=int, default=3, help="switchovers in the second run (default 3)")
     ap.add_argument("--threads", type=int, default=20, help="sysbench threads (default 20)")
     ap.add_argument("--tables", type=int, default=20, help="tables (default 20)")
