@@ -44,6 +44,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from relay_floor import HaproxyTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
+
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
@@ -127,10 +129,11 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
     rows: dict[str, dict[str, Any]] = {}
     # steady runs: the clients take turns, round after round (a shared machine's load weighs on
     # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
-    steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    steady_names = names + [n for n in running if n == HaproxyTcpRelay.name]  # the relay floor: steady only
+    steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steady_names}
     for _ in range(opts.rounds):
-        for name in names:
-            steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps[name], test=test))  # type: ignore[arg-type]
+        for name in steady_names:
+            steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps.get(name, "auto"), test=test))  # type: ignore[arg-type]
     # every coordinating client follows every switchover (idle ones too), so that none is left
     # pointing at a former principal when its own turn comes
     stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
@@ -154,22 +157,26 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
                 return marks
 
             switched = _run(tuple(client.address), creds, opts, ps[name], during=switch, test=test)  # type: ignore[arg-type]
-            runs = steady_runs[name]
-            steady = {"tps": statistics.median(r["tps"] for r in runs),
-                      "p95": statistics.median(r["p95"] for r in runs),
-                      "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in
-                                                     zip(runs, steady_runs["direct"], strict=True)),
-                      "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in
-                                                     zip(runs, steady_runs["direct"], strict=True)),
-                      # the verdicts' 90 % intervals (harness.report.targets): per-round ratios, paired
-                      "tps_interval": _ratio_interval(runs, steady_runs["direct"], "tps"),
-                      "p95_interval": _ratio_interval(runs, steady_runs["direct"], "p95")}
-            rows[name] = {"steady": steady, "switched": switched, "ps_mode": ps[name]}
+            rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": switched,
+                          "ps_mode": ps[name]}
             print(f"  {test} {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
         for stop in stops:
             stop()
+    for name in steady_names[len(names):]:
+        rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": None, "ps_mode": "auto"}
     return rows
+
+
+def _steady(runs: list[dict[str, Any]], direct: list[dict[str, Any]]) -> dict[str, Any]:
+    """A client's steady figures: medians, and the medians of its per-round ratios to direct with
+    their 90 % intervals (harness.report.targets)."""
+    return {"tps": statistics.median(r["tps"] for r in runs),
+            "p95": statistics.median(r["p95"] for r in runs),
+            "tps_ratio": statistics.median(r["tps"] / d["tps"] for r, d in zip(runs, direct, strict=True)),
+            "p95_ratio": statistics.median(r["p95"] / d["p95"] for r, d in zip(runs, direct, strict=True)),
+            "tps_interval": _ratio_interval(runs, direct, "tps"),
+            "p95_interval": _ratio_interval(runs, direct, "p95")}
 
 
 def _ratio_interval(runs: list[dict[str, Any]], direct: list[dict[str, Any]], key: str) -> Any:
@@ -187,12 +194,16 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           f"{' (mirror readable)' if opts.mirror_readable else ''}, no fault proxy "
           f"(prepare {prep:.1f} s;\n"
           f"load average 1/5/15 min: {load})")
-    print(f"{'client':<22}{'ps':>8}{'tps':>8}{'x dir':>7}{'p95 ms':>9}{'x dir':>7}  |"
+    print(f"{'client':<22}{'ps':>8}{'tps':>8}{'x dir':>7}{'90% ivl':>11}{'p95 ms':>9}{'x dir':>7}  |"
           f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'finished':>10}{'ign':>5}  error")
     for name, r in rows.items():
         s, w = r["steady"], r["switched"]
-        print(f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps_ratio'], '.2f'):>7}"
-              f"{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |"
+        steady = (f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps_ratio'], '.2f'):>7}"
+                  f"{_span(s['tps_interval']):>11}{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |")
+        if w is None:  # the relay floor: steady rounds only
+            print(f"{steady}{'-':>8}{'-':>7}{'-':>9}{'-':>8}{'-':>10}{'-':>5}")
+            continue
+        print(f"{steady}"
               f"{_fmt(w['tps'], '.0f'):>8}{_fmt(w['tps'] / d['tps'], '.2f'):>7}{_fmt(w['p95'], '.1f'):>9}"
               f"{_fmt(w['min_interval_tps'], '.0f'):>8}{('yes' if w['finished'] else 'NO'):>10}{w['ignored']:>5}  "
               f"{w.get('error', '')}")
@@ -200,6 +211,9 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
           "min 1s = the lowest tps of a 1-second report interval; "
           f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
+    if HaproxyTcpRelay.name in rows:
+        print(f"{HaproxyTcpRelay.name} = HAProxy in mode tcp to the principal: bytes relayed in C, no PostgreSQL "
+              "parsing, no switchover handling - what the extra hop alone costs here (a reference row, not a target)")
     print(f"verdicts by the 90% interval of the {opts.rounds} per-round ratios (distribution-free; "
           "harness.report.targets): met / NOT met only when the whole interval says so")
     for name in [n for n in rows if n.startswith("reference")]:
@@ -211,6 +225,14 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
                                                                  what="rounds")
         print(f"{name} ({test}): tps {tps_text}\n{' ' * (len(name) + len(test) + 4)} p95 {p95_text}; "
               f"with switchovers sysbench {'finished' if ref['switched']['finished'] else 'did NOT finish'}")
+
+
+def _span(interval: Any) -> str:
+    """``0.48-0.55`` (``?`` for an open side, ``-`` without a figure) for the interval column."""
+    if interval is None:
+        return "-"
+    lo, hi = ("?" if b is None else f"{b:.2f}" for b in (interval.low, interval.high))
+    return f"{lo}-{hi}"
 
 
 def _loadavg() -> str:
@@ -268,6 +290,11 @@ def main() -> int:
                                                      recovery_window=30.0)
             ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
             for test in tests:
+                if HaproxyTcpRelay.available():  # steady rounds only, to the principal of the moment
+                    if HaproxyTcpRelay.name in running:
+                        running.pop(HaproxyTcpRelay.name).stop()
+                    running[HaproxyTcpRelay.name] = HaproxyTcpRelay(pair.principal.server_address,
+                                                                    pair.principal.dsn()).start()
                 load = _loadavg()
                 results[test] = _measure(test, names, running, ps, faults, creds, opts, started)
                 loads[test] = f"{load} at the start, {_loadavg()} at the end"

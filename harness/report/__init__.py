@@ -1,2 +1,3 @@
-"""Reports: Allure labels, steps, attachments, categories and environment (``allure``) and the
-offline HTML report builder (``builder``). See docs/reports.md."""
+"""Reports: Allure labels, steps, attachments, categories and environment (``allure``), the
+offline HTML report builder (``builder``), and the benchmarks' target verdicts by interval
+(``targets``). See docs/reports.md."""

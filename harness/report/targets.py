@@ -18,7 +18,9 @@ Two intervals, both pure and deterministic:
 * :func:`clustered_quantile_interval` - a percentile bootstrap that resamples whole *clusters*: the
   stall of every session in one switchover depends on that switchover, so the samples of one
   switchover are not independent and are drawn together (a seeded generator: same input, same
-  interval)."""
+  interval). A bootstrap cannot reach past the largest value seen, so a p99's upper side stays open
+  until the values are enough for their largest to bound it (299 at 90 %): a stall target can be
+  shown missed by a short run, and shown met only by a long one (``--switchovers 15`` and more)."""
 
 from __future__ import annotations
 
@@ -94,8 +96,9 @@ def clustered_quantile_interval(clusters: Sequence[Sequence[float]], q: float, c
                                 resamples: int = 2000, seed: int = 15, min_clusters: int = 5) -> Interval:
     """The ``q``-quantile of every value of ``clusters`` with a percentile-bootstrap interval that
     resamples whole clusters (e.g. one switchover's stalls of all sessions). Fewer than
-    ``min_clusters`` bound nothing (a bootstrap of three draws says little about the spread); the
-    interval of identical clusters is the point itself."""
+    ``min_clusters`` bound nothing (a bootstrap of three draws says little about the spread), and
+    too few values leave a tail quantile's far side open (below); the interval of identical
+    clusters is the point itself."""
     groups = [list(c) for c in clusters if len(c)]
     if not groups:
         raise ValueError("quantile of no values")
@@ -108,9 +111,23 @@ def clustered_quantile_interval(clusters: Sequence[Sequence[float]], q: float, c
     estimates = sorted(quantile([v for g in rng.choices(groups, k=len(groups)) for v in g], q)
                        for _ in range(resamples))
     tail = (1 - confidence) / 2
-    low = estimates[int(math.floor(tail * (resamples - 1)))]
-    high = estimates[int(math.ceil((1 - tail) * (resamples - 1)))]
+    low: float | None = estimates[int(math.floor(tail * (resamples - 1)))]
+    high: float | None = estimates[int(math.ceil((1 - tail) * (resamples - 1)))]
+    # a bootstrap never reaches past the sample's extremes, so for a tail quantile it is optimistic:
+    # a side stays open until there are enough values for the extreme itself to bound the quantile
+    # (1 - q**n >= 1 - tail for the upper side), e.g. 299 stalls for a p99 at 90 % two-sided
+    count = sum(len(g) for g in groups)
+    if q < 1 and count < _values_to_bound(q, tail):
+        high = None
+    if q > 0 and count < _values_to_bound(1 - q, tail):
+        low = None
     return Interval(value=value, low=low, high=high, confidence=confidence, n=len(groups))
+
+
+def _values_to_bound(q: float, tail: float) -> int:
+    """The fewest independent values whose largest is above the ``q``-quantile with probability at
+    least ``1 - tail``."""
+    return math.ceil(math.log(tail) / math.log(q)) if 0 < q < 1 else 1
 
 
 def judge(interval: Interval, target: float, *, at_least: bool) -> str:
