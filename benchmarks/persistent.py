@@ -156,12 +156,6 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def _span(interval: Any, unit: str) -> str:
-    """``0.53-0.79`` (``?`` for an open side) for the table's interval columns."""
-    lo, hi = ("?" if b is None else f"{b:.2f}{unit}" for b in (interval.low, interval.high))
-    return f"{lo}-{hi}"
-
-
 def _loadavg() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -289,16 +283,14 @@ def main() -> int:
     print(f"{'client':<22}{'ops/s':>9}{'x direct':>10}{'90% ivl':>12}{'stall p50':>11}{'stall p99':>11}{'90% ivl':>13}"
           f"{'no-recovery':>13}{'errors':>8}{'switchover':>12}")
     for name, r in sorted(rows.items(), key=lambda item: "stall_p99" not in item[1]):  # the floor last
-        steady = f"{name:<22}{r['ops']:>9.0f}{r['ratio']:>10.2f}{_span(r['ratio_interval'], ''):>12}"
+        steady = f"{name:<22}{r['ops']:>9.0f}{r['ratio']:>10.2f}{r['ratio_interval'].span():>12}"
         if "stall_p99" not in r:  # the relay floor: no switchover phase
             print(f"{steady}{'-':>11}{'-':>11}{'-':>13}{'-':>13}{'-':>8}{'-':>12}")
             continue
-        print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{_span(r['stall_interval'], 's'):>13}"
+        print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{r['stall_interval'].span('s'):>13}"
               f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s")
     if HaproxyTcpRelay.name in rows:
-        print(f"{HaproxyTcpRelay.name} = HaproxyTcpRelay (HAProxy, mode tcp) to the principal: bytes relayed in C, no "
-              "PostgreSQL parsing, no switchover handling - what the extra hop alone costs here (a reference row, not "
-              "a target)")
+        print(HaproxyTcpRelay.legend)
     print("no-recovery = session x switchover pairs with no successful operation within 1.5 s after the switchover "
           "(their stall is counted up to that point); errors = failed operations in the stall phase")
     print(f"verdicts by 90% intervals (harness.report.targets): throughput = median of the {args.rounds} per-round "

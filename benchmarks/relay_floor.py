@@ -28,6 +28,9 @@ class HaproxyTcpRelay:
 
     coordinates = False
     name = "relay-floor"
+    #: the benchmarks' line under their tables
+    legend = (f"{name} = HAProxy in mode tcp to the principal: bytes relayed in C, no PostgreSQL parsing, no "
+              "switchover handling - what the extra hop alone costs here (a reference row, not a target)")
 
     def __init__(self, server_address: tuple[str, int], dsn: str) -> None:
         self.upstream = (str(server_address[0]), int(server_address[1]))

@@ -198,8 +198,9 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'finished':>10}{'ign':>5}  error")
     for name, r in rows.items():
         s, w = r["steady"], r["switched"]
+        span = "-" if s["tps_interval"] is None else s["tps_interval"].span()
         steady = (f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps_ratio'], '.2f'):>7}"
-                  f"{_span(s['tps_interval']):>11}{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |")
+                  f"{span:>11}{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |")
         if w is None:  # the relay floor: steady rounds only
             print(f"{steady}{'-':>8}{'-':>7}{'-':>9}{'-':>8}{'-':>10}{'-':>5}")
             continue
@@ -212,8 +213,7 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           "min 1s = the lowest tps of a 1-second report interval; "
           f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
     if HaproxyTcpRelay.name in rows:
-        print(f"{HaproxyTcpRelay.name} = HAProxy in mode tcp to the principal: bytes relayed in C, no PostgreSQL "
-              "parsing, no switchover handling - what the extra hop alone costs here (a reference row, not a target)")
+        print(HaproxyTcpRelay.legend)
     print(f"verdicts by the 90% interval of the {opts.rounds} per-round ratios (distribution-free; "
           "harness.report.targets): met / NOT met only when the whole interval says so")
     for name in [n for n in rows if n.startswith("reference")]:
@@ -225,14 +225,6 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
                                                                  what="rounds")
         print(f"{name} ({test}): tps {tps_text}\n{' ' * (len(name) + len(test) + 4)} p95 {p95_text}; "
               f"with switchovers sysbench {'finished' if ref['switched']['finished'] else 'did NOT finish'}")
-
-
-def _span(interval: Any) -> str:
-    """``0.48-0.55`` (``?`` for an open side, ``-`` without a figure) for the interval column."""
-    if interval is None:
-        return "-"
-    lo, hi = ("?" if b is None else f"{b:.2f}" for b in (interval.low, interval.high))
-    return f"{lo}-{hi}"
 
 
 def _loadavg() -> str:

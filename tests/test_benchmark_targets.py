@@ -27,8 +27,10 @@ finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 def test_five_rounds_bound_the_median_by_their_extremes_and_three_bound_nothing() -> None:
     five = median_interval([0.7, 0.6, 0.8, 0.65, 0.72])
     assert (five.value, five.low, five.high, five.n) == (0.7, 0.6, 0.8, 5)
+    assert five.span() == "0.60-0.80" and five.text("x") == "0.70x, 90% interval 0.60x-0.80x"
     three = median_interval([0.7, 0.6, 0.8])
     assert (three.low, three.high) == (None, None)
+    assert three.span() == "?-?" and three.text() == "0.70, no 90% interval"
     # a lower confidence needs fewer rounds: three rounds give [min, max] at 75 %
     lower = median_interval([0.7, 0.6, 0.8], confidence=0.7)
     assert (lower.low, lower.high) == (0.6, 0.8)

@@ -43,6 +43,11 @@ class Interval:
     confidence: float
     n: int
 
+    def span(self, unit: str = "", digits: int = 2) -> str:
+        """``0.60-0.80`` for a table column, ``?`` for an open side."""
+        lo, hi = ("?" if b is None else f"{b:.{digits}f}{unit}" for b in (self.low, self.high))
+        return f"{lo}-{hi}"
+
     def text(self, unit: str = "", digits: int = 2) -> str:
         """``0.65x, 90% interval 0.60-0.80x``; an open side reads ``>= 0.60x`` / ``<= 0.80x``, both
         open ``no 90% interval``."""
