@@ -68,6 +68,7 @@ READONLY_ENDPOINTS = ("custom-active", "custom-connection")
 # SQLSTATEs used when the proxy closes a session
 ADMIN_SHUTDOWN = "57P01"
 CONNECTION_FAILURE = "08006"
+CANNOT_CONNECT_NOW = "57P03"  # the server is starting up or refuses logins during recovery
 PROTOCOL_VIOLATION = "08P01"
 
 _SNAPSHOT_SQL = (
@@ -402,9 +403,12 @@ class Session:
         return True
 
     # ------------------------------------------------------------------ back side
-    async def _attach(self, deadline: float, replay: bool, address: Address | None = None) -> None:
+    async def _attach(self, deadline: float, replay: bool, address: Address | None = None,
+                      check: bool = False) -> None:
         """Open a back connection to the principal (retrying until ``deadline``, PER-3), replay the
-        session's state on it when ``replay`` (PER-2) and start relaying its messages."""
+        session's state on it when ``replay`` (PER-2) and start relaying its messages. ``check``:
+        ``address`` was not probed first, so this login itself must show a server out of recovery
+        (:meth:`PersistentProxy.principal_at_login`) before anything is replayed on it."""
         assert self.state is not None
         cfg = self.proxy.config
         last: Exception | None = None
@@ -413,11 +417,16 @@ class Session:
                 target = address or await self.proxy.resolve_for(self)
                 back = await connect_backend(target, cfg.user, cfg.password, self.state.startup,
                                              cfg.connect_timeout)
-                break
+                if not check or await self.proxy.principal_at_login(back, target, deadline):
+                    break
+                back.close()
+                last = BackendError(f"{target[0]}:{target[1]} is still in recovery (not a principal)")
             except BackendError as exc:
                 last = exc
                 if exc.code.startswith(("28", "3D")):  # bad credentials / database: no retry
                     raise
+                if check and exc.code == CANNOT_CONNECT_NOW:  # starting up, or no hot standby: one probe waits
+                    await self.proxy.wait_principal(target, deadline)
             if time.monotonic() >= deadline:
                 raise BackendError(f"no principal within the recovery window: {last}", CONNECTION_FAILURE)
             await asyncio.sleep(cfg.retry_interval)
@@ -477,9 +486,10 @@ class Session:
                          prepared=len(st.prepared_parse) + len(st.prepared_sql), lazy=len(back.missing), warm=warm)
         self.proxy.counters["replays"] += 1
 
-    async def reattach(self, deadline: float, address: Address | None = None) -> None:
+    async def reattach(self, deadline: float, address: Address | None = None, check: bool = False) -> None:
         """Re-open the back connection on the (new) principal and replay state (PER-1, PER-2); a
-        connection pre-attached to ``address`` during the drain (:mod:`.warm`) is taken as it is."""
+        connection pre-attached to ``address`` during the drain (:mod:`.warm`) is taken as it is.
+        ``check``: see :meth:`_attach`."""
         async with self.back_lock:
             if self.closed or self.back is not None:
                 return
@@ -491,7 +501,7 @@ class Session:
             else:
                 if warm is not None:
                     warm.close()
-                await self._attach(deadline, replay=True, address=address)
+                await self._attach(deadline, replay=True, address=address, check=check)
             self.lost_at = None
             self.proxy._kept.discard(self.id)
             self.proxy.counters["reconnects"] += 1
@@ -985,6 +995,8 @@ class PersistentProxy:
         self._recovery_task: asyncio.Task[None] | None = None
         self._verifiers: dict[str, ScramVerifier] = {}
         self._kept: set[int] = set()
+        #: per address, the one probe loop the re-attaches that found it in recovery wait on (resume)
+        self._recovery_waits: dict[Address, asyncio.Task[bool]] = {}
         self.counters: Counter[str] = Counter()
         self.closed_by_reason: Counter[str] = Counter()
         self.address: Address | None = None
@@ -1383,7 +1395,10 @@ class PersistentProxy:
         if self._holding:
             await self._give_up("no principal within the recovery window")
 
-    async def _give_up(self, why: str) -> None:
+    async def _give_up(self, why: str) -> list[dict[str, Any]]:
+        """No principal within the recovery window (PER-3): close every kept session; returns them
+        as :meth:`resume` lists its closed sessions."""
+        closed = []
         for sid in list(self._kept):
             s = self.sessions.get(sid)
             if s is not None and s.back is None and not s.closed:
@@ -1391,11 +1406,49 @@ class PersistentProxy:
                              "persistent connection closed: no principal accepted the session within the "
                              f"recovery window of {self.config.recovery_window:g} s (PER-3)",
                              rule="PER-3", reason=why)
+                closed.append({"session": sid, "reason": "no principal within the recovery window", "rule": "PER-3"})
         self._holding = False
         self._drained_at = None
         self.warm.discard()
         assert self._gate is not None
         self._gate.set()
+        return closed
+
+    async def principal_at_login(self, back: BackConn, address: Address, deadline: float) -> bool:
+        """Whether the server ``back`` just logged in to is out of recovery (PER-1 resume without a
+        probe login, issue 15 stall): its ``in_hot_standby`` report (PostgreSQL 14 and later), else
+        one query on ``back``. A server still in recovery is then waited for by one shared probe
+        loop per address (not by every session's logins) until it is promoted or ``deadline``; False
+        tells the caller to log in again."""
+        reported = back.params.get("in_hot_standby")
+        if reported is None:
+            rows = await asyncio.wait_for(back.simple_query("SELECT pg_catalog.pg_is_in_recovery()"),
+                                          self.config.connect_timeout)
+            reported = "on" if rows[0][0][0] == "t" else "off"
+        if reported == "off":
+            return True
+        await self.wait_principal(address, deadline)
+        return False
+
+    async def wait_principal(self, address: Address, deadline: float) -> None:
+        """Wait until ``address`` is out of recovery or ``deadline`` passes, on the one probe loop
+        of this resume for that address (started here if there is none)."""
+        wait = self._recovery_waits.get(address)
+        if wait is None or (wait.done() and not wait.cancelled() and not wait.result()):
+            wait = self._recovery_waits[address] = asyncio.ensure_future(self._until_principal(address, deadline))
+        await asyncio.shield(wait)
+
+    async def _until_principal(self, address: Address, deadline: float) -> bool:
+        """Probe ``address`` every ``retry_interval`` until it is out of recovery (True) or
+        ``deadline`` passes (False)."""
+        cfg = self.config
+        while True:
+            with contextlib.suppress(BackendError, OSError, TimeoutError):
+                if await _is_principal(address, cfg):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(cfg.retry_interval)
 
     async def resume(self, address: Address | None = None) -> dict[str, Any]:
         """End a switchover: find the new principal (``address``, else the resolver/probe, retried
@@ -1413,10 +1466,14 @@ class PersistentProxy:
             principal: Address | None = None
             last: Exception | None = None
             cfg = self.config
+            at_login = False  # each re-attach's own login shows the principal: no probe login first
             while principal is None:
                 try:
                     target = address or await self.resolve()
                     writable = await self.warm.is_principal(target)  # no login when pre-attached
+                    if writable is None and address is not None:
+                        principal, at_login = target, True
+                        break
                     if writable is None:
                         writable = await _is_principal(target, cfg)
                     if not writable:
@@ -1428,11 +1485,11 @@ class PersistentProxy:
                         break
                     await asyncio.sleep(cfg.retry_interval)
             if principal is None:
-                await self._give_up(f"no principal within the recovery window: {last}")
-                return {"resumed": 0, "closed": list(self._kept), "principal": None, "error": str(last)}
+                closed = await self._give_up(f"no principal within the recovery window: {last}")
+                return {"resumed": 0, "closed": closed, "principal": None, "error": str(last)}
             kept = [self.sessions[sid] for sid in list(self._kept) if sid in self.sessions]
-            attaching = asyncio.gather(*(s.reattach(deadline, principal if s.endpoint == CLUSTER else None)
-                                         for s in kept),
+            attaching = asyncio.gather(*(s.reattach(deadline, principal, check=at_login) if s.endpoint == CLUSTER
+                                         else s.reattach(deadline) for s in kept),
                                        return_exceptions=True)
             # release the held statements at once: the re-attaches above start first (each takes its
             # session's back_lock before any released statement runs), so a held statement waits only
@@ -1453,6 +1510,7 @@ class PersistentProxy:
                     closed.append({"session": s.id, "reason": reason, "rule": rule})
             self._kept.clear()
             self._drained_at = None
+            self._recovery_waits.clear()
             warm = self.warm.summary()
             self.warm.discard()
             return {"resumed": len(kept) - len(closed), "closed": closed,
