@@ -17,7 +17,9 @@ change it).
   the measured one, so their hooks are not in its stall); per session and switchover, the longest
   gap between two successful operations around it (window: 1 s before the start to 1.5 s after
   the end; a session with no success after the switchover in the window counts up to the window's
-  end). p50 / p99 over sessions x switchovers.
+  end). p50 / p99 over sessions x switchovers. Beside it, ``unwritable``: per switchover, the time
+  from the old principal's stop to the new one accepting writes (the pair's own part, the same for
+  every client: no operation that spans it can stall less).
 * Verdicts (:mod:`harness.report.targets`): each target is judged by a 90 % interval from the run's
   own spread - the median per-round ratio's distribution-free interval, the stall p99's bootstrap
   over switchovers (a switchover's sessions resampled together: they are one observation, not 20),
@@ -50,6 +52,7 @@ from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent import reference_client as reference  # noqa: E402
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
+from harness.history.core import History  # noqa: E402
 from harness.report.targets import clustered_quantile_interval, median_interval, verdict_text  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
@@ -149,6 +152,21 @@ def _stall_clusters(result: dict[str, Any], switchovers: list[tuple[float, float
     return clusters
 
 
+def _unwritable(history: History, switchovers: list[tuple[float, float]]) -> list[float]:
+    """Per switchover, how long the pair took no write at all: from the old principal's stop
+    (``node.stop``) to the new one's ``switchover.writable``. No client's operation that spans it can
+    stall less: the floor under every row's stall, whatever the client (PER-1 context)."""
+    stops = history.events("node.stop")
+    writable = history.events("switchover.writable")
+    out = []
+    for t0, t1 in switchovers:
+        stop = next((e.t for e in stops if t0 <= e.t <= t1), None)
+        ready = next((e.t for e in writable if stop is not None and stop <= e.t <= t1), None)
+        if stop is not None and ready is not None:
+            out.append(ready - stop)
+    return out
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -206,9 +224,10 @@ def main() -> int:
     started = time.monotonic()
     load_start = _loadavg()
     rows: dict[str, dict[str, Any]] = {}
-    with Pair(mode=args.mode, links="direct", mirror_readable=args.mirror_readable) as pair:
+    history = History()
+    with Pair(mode=args.mode, links="direct", mirror_readable=args.mirror_readable, history=history) as pair:
         load_tables(pair.principal.dsn(), cfg.n_tables, cfg.n_rows)
-        faults = Faults(pair)
+        faults = Faults(pair, history)
         running: dict[str, Any] = {}
         floor: HaproxyTcpRelay | None = None
         try:
@@ -266,6 +285,7 @@ def main() -> int:
                               "stall_p50": _pct(values, 0.5), "stall_p99": _pct(values, 0.99),
                               "censored": sum(1 for _, c in gaps if c), "samples": len(gaps),
                               "switch_errors": stalled["errors"],
+                              "unwritable": _unwritable(history, stalled["marks"]),
                               "switch_s": statistics.mean(b - a for a, b in stalled["marks"])}
             for stop in stops:
                 stop()
@@ -281,16 +301,20 @@ def main() -> int:
           f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair{readable}, no fault proxy; load average 1/5/15 min "
           f"{load_start} at the start, {_loadavg()} at the end")
     print(f"{'client':<22}{'ops/s':>9}{'x direct':>10}{'90% ivl':>12}{'stall p50':>11}{'stall p99':>11}{'90% ivl':>13}"
-          f"{'no-recovery':>13}{'errors':>8}{'switchover':>12}")
+          f"{'no-recovery':>13}{'errors':>8}{'switchover':>12}{'unwritable':>14}")
     for name, r in sorted(rows.items(), key=lambda item: "stall_p99" not in item[1]):  # the floor last
         steady = f"{name:<22}{r['ops']:>9.0f}{r['ratio']:>10.2f}{r['ratio_interval'].span():>12}"
         if "stall_p99" not in r:  # the relay floor: no switchover phase
-            print(f"{steady}{'-':>11}{'-':>11}{'-':>13}{'-':>13}{'-':>8}{'-':>12}")
+            print(f"{steady}{'-':>11}{'-':>11}{'-':>13}{'-':>13}{'-':>8}{'-':>12}{'-':>14}")
             continue
+        unw = r["unwritable"]
+        unwritable = f"{statistics.median(unw):.2f}/{max(unw):.2f}s" if unw else "?"
         print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{r['stall_interval'].span('s'):>13}"
-              f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s")
+              f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s{unwritable:>14}")
     if HaproxyTcpRelay.name in rows:
         print(HaproxyTcpRelay.legend)
+    print("unwritable = median/max over the switchovers of the time from the old principal's stop to the new one "
+          "accepting writes: no operation spanning it stalls less, whatever the client (the pair's own floor)")
     print("no-recovery = session x switchover pairs with no successful operation within 1.5 s after the switchover "
           "(their stall is counted up to that point); errors = failed operations in the stall phase")
     print(f"verdicts by 90% intervals (harness.report.targets): throughput = median of the {args.rounds} per-round "
