@@ -382,6 +382,45 @@ def test_held_statement_waits_only_for_its_own_session(h: Harness, monkeypatch: 
     assert port_of(slow) == h.b.port and setting(slow, "application_name") == "slow-one"
 
 
+@pytest.mark.parametrize(("slow", "cap", "earliest", "latest"), [(0.4, 1.5, 0.35, 1.2), (2.0, 0.3, 0.25, 1.2)])
+def test_held_statements_wait_for_every_login_at_most_release_after_logins(
+        h: Harness, monkeypatch: pytest.MonkeyPatch, slow: float, cap: float, earliest: float, latest: float) -> None:
+    """PER-1 stall (issue 15): the held statements go on once every kept session has logged in to
+    the new principal - not while some still log in, when the released sessions' workload would
+    compete with those logins for the cores - but never later than ``release_after_logins``: one
+    login slowed by 0.4 s holds another session's statement about 0.4 s (cap 1.5 s); slowed by 2 s,
+    only about the cap's 0.3 s."""
+    from harness.persistproxy.proxy import Session
+
+    original = Session._login_back
+
+    async def slow_login(self: Session, deadline: float, address: Any, check: bool) -> Any:
+        assert self.state is not None
+        if any("slow-login" in text for text in self.state.committed.gucs.values()):
+            await asyncio.sleep(slow)
+        return await original(self, deadline, address, check)
+
+    monkeypatch.setattr(Session, "_login_back", slow_login)
+    h.config.release_after_logins = cap
+    quick, slowed = h.connect(), h.connect()
+    slowed.execute("SET application_name = 'slow-login'")
+    h.proxy.drain()
+    done: list[tuple[int, float]] = []
+    t = threading.Thread(target=lambda: done.append((port_of(quick), time.monotonic())))
+    t.start()
+    time.sleep(0.2)
+    assert not done  # held by the drain
+    h.current = h.b.server_address
+    started = time.monotonic()
+    resumed = h.proxy.resume()
+    t.join(5)
+    assert resumed["resumed"] == 2 and not resumed["closed"], resumed
+    assert done and done[0][0] == h.b.port
+    waited = done[0][1] - started
+    assert earliest <= waited <= latest, f"the held statement went on {waited:.2f} s after the resume began"
+    assert port_of(slowed) == h.b.port and setting(slowed, "application_name") == "slow-login"
+
+
 # --------------------------------------------------------------------------------------------- PER-3
 
 

@@ -109,6 +109,11 @@ class ProxyConfig:
     ``pre_attach``: let :meth:`PersistentProxy.prepare` open the sessions' next back connections on
     the node about to be promoted while the switchover runs (one extra login per session there,
     briefly; issue 15 stall). Off: every session re-attaches after the promotion.
+    ``release_after_logins``: at a resume, the held statements go on once every kept session's
+    login on the new principal is done (each still waits for its own session's replay), or after
+    this many seconds at most (issue 15 stall: a session released while the others still log in
+    runs its workload against their logins for the same cores). 0: each as soon as its own session
+    is re-attached.
     """
 
     user: str
@@ -126,6 +131,7 @@ class ProxyConfig:
     snapshot_at_drain: bool = True
     pre_attach: bool = True
     lazy_prepare: bool = True
+    release_after_logins: float = 0.3
     database: str = "postgres"  # database used by the proxy's own probes
     auth_timeout: float = 60.0  # startup + authentication of a front client
     eager_reattach: bool = True  # unplanned failover: re-attach idle sessions at once
@@ -404,11 +410,29 @@ class Session:
 
     # ------------------------------------------------------------------ back side
     async def _attach(self, deadline: float, replay: bool, address: Address | None = None,
-                      check: bool = False) -> None:
+                      check: bool = False, on_login: Callable[[], None] | None = None) -> None:
         """Open a back connection to the principal (retrying until ``deadline``, PER-3), replay the
         session's state on it when ``replay`` (PER-2) and start relaying its messages. ``check``:
         ``address`` was not probed first, so this login itself must show a server out of recovery
-        (:meth:`PersistentProxy.principal_at_login`) before anything is replayed on it."""
+        (:meth:`PersistentProxy.principal_at_login`) before anything is replayed on it. ``on_login``
+        is called once the login is done (or has failed for good)."""
+        try:
+            back = await self._login_back(deadline, address, check)
+        finally:
+            if on_login is not None:
+                on_login()
+        if replay:
+            try:
+                await self._replay(back)
+            except (BackendError, OSError) as exc:
+                back.close()
+                raise BackendError(f"session state could not be replayed: {exc}", "REPLAY") from exc
+            self._replayed(back)
+        self._install(back)
+
+    async def _login_back(self, deadline: float, address: Address | None, check: bool) -> BackConn:
+        """Log in to the principal (``address``, else the session's resolver), retrying until
+        ``deadline`` (PER-3); see :meth:`_attach` for ``check``."""
         assert self.state is not None
         cfg = self.proxy.config
         last: Exception | None = None
@@ -430,14 +454,7 @@ class Session:
             if time.monotonic() >= deadline:
                 raise BackendError(f"no principal within the recovery window: {last}", CONNECTION_FAILURE)
             await asyncio.sleep(cfg.retry_interval)
-        if replay:
-            try:
-                await self._replay(back)
-            except (BackendError, OSError) as exc:
-                back.close()
-                raise BackendError(f"session state could not be replayed: {exc}", "REPLAY") from exc
-            self._replayed(back)
-        self._install(back)
+        return back
 
     def _install(self, back: BackConn) -> None:
         self.back = back
@@ -486,22 +503,39 @@ class Session:
                          prepared=len(st.prepared_parse) + len(st.prepared_sql), lazy=len(back.missing), warm=warm)
         self.proxy.counters["replays"] += 1
 
-    async def reattach(self, deadline: float, address: Address | None = None, check: bool = False) -> None:
+    async def reattach(self, deadline: float, address: Address | None = None, check: bool = False,
+                       on_login: Callable[[], None] | None = None) -> None:
         """Re-open the back connection on the (new) principal and replay state (PER-1, PER-2); a
         connection pre-attached to ``address`` during the drain (:mod:`.warm`) is taken as it is.
-        ``check``: see :meth:`_attach`."""
+        ``check``, ``on_login``: see :meth:`_attach` (``on_login`` is called in every case)."""
+        called = False
+
+        def logged_in() -> None:
+            nonlocal called
+            if not called and on_login is not None:
+                called = True
+                on_login()
+
+        try:
+            await self._reattach(deadline, address, check, logged_in)
+        finally:
+            logged_in()
+
+    async def _reattach(self, deadline: float, address: Address | None, check: bool,
+                        on_login: Callable[[], None]) -> None:
         async with self.back_lock:
             if self.closed or self.back is not None:
                 return
             warm = await self.proxy.warm.take(self.id, address) if address is not None else None
             if warm is not None and not self.closed:
+                on_login()
                 self._replayed(warm, warm=True)
                 self.proxy.counters["pre_attached"] += 1
                 self._install(warm)
             else:
                 if warm is not None:
                     warm.close()
-                await self._attach(deadline, replay=True, address=address, check=check)
+                await self._attach(deadline, replay=True, address=address, check=check, on_login=on_login)
             self.lost_at = None
             self.proxy._kept.discard(self.id)
             self.proxy.counters["reconnects"] += 1
@@ -1488,12 +1522,28 @@ class PersistentProxy:
                 closed = await self._give_up(f"no principal within the recovery window: {last}")
                 return {"resumed": 0, "closed": closed, "principal": None, "error": str(last)}
             kept = [self.sessions[sid] for sid in list(self._kept) if sid in self.sessions]
-            attaching = asyncio.gather(*(s.reattach(deadline, principal, check=at_login) if s.endpoint == CLUSTER
-                                         else s.reattach(deadline) for s in kept),
+            logging_in = len(kept)
+            logins_done = asyncio.Event()
+
+            def logged_in() -> None:
+                nonlocal logging_in
+                logging_in -= 1
+                if logging_in <= 0:
+                    logins_done.set()
+
+            if not kept:
+                logins_done.set()
+            attaching = asyncio.gather(*(s.reattach(deadline, principal, check=at_login, on_login=logged_in)
+                                         if s.endpoint == CLUSTER else s.reattach(deadline, on_login=logged_in)
+                                         for s in kept),
                                        return_exceptions=True)
-            # release the held statements at once: the re-attaches above start first (each takes its
-            # session's back_lock before any released statement runs), so a held statement waits only
-            # for its own session's re-attach and replay, not for every session's (PER-1 stall)
+            # release the held statements once every login is done (bounded): each still waits for
+            # its own session's replay (it takes the session's back_lock first), not for every
+            # session's; released earlier, sessions run their workload against the others' logins
+            # for the same cores (PER-1 stall, issue 15: the last re-attach took up to 0.56 s so, 0.14 s not)
+            if cfg.release_after_logins > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(logins_done.wait(), cfg.release_after_logins)
             self._holding = False
             self._gate.set()
             results = await attaching
