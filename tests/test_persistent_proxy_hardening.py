@@ -290,8 +290,9 @@ def test_cli_refuses_secrets_and_exposure_with_one_line(server: LocalServer, tmp
                                                         capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--password`` on the command line, a password file others can read or missing, a
-    non-loopback ``--admin`` without ``--admin-allow-remote`` and a too small ``--max-message-size``
-    are one-line usage errors (exit 2) naming the fix, and never echo the password."""
+    non-loopback ``--admin`` without ``--admin-allow-remote``, a too small ``--max-message-size`` and
+    a ``--release-after-logins`` out of range are one-line usage errors (exit 2) naming the fix, and
+    never echo the password."""
     monkeypatch.setenv("PGPASSWORD", ROLE_PASSWORD)
     backend = ["--backend", f"127.0.0.1:{server.port}", "--user", ROLE]
     loose = tmp_path / "pw"
@@ -304,6 +305,8 @@ def test_cli_refuses_secrets_and_exposure_with_one_line(server: LocalServer, tmp
         (["--admin", "0.0.0.0:0"], "--admin-allow-remote"),
         (["--allow-principal", "h:99999"], "--allow-principal must be HOST:PORT"),
         (["--max-message-size", "5"], "max_message_size must be"),
+        (["--release-after-logins", "-1"], "give 0 to 60 seconds"),
+        (["--release-after-logins", "nan"], "give 0 to 60 seconds"),
     ]
     for extra, words in cases:
         code, err = _cli(capsys, *backend, *extra)

@@ -88,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="do not log in on the node about to be promoted during a coordinated switchover (POST "
                    "/prepare; by default each session's next connection is opened and its state replayed there "
                    "while the old principal stops, when that node is a hot standby)")
+    p.add_argument("--release-after-logins", type=float, default=0.3, metavar="SECONDS",
+                   help="at a resume, hold the clients' statements until every kept session has logged in to the "
+                   "new principal, at most this long (default %(default)s; 0: each as soon as its own session is "
+                   "back)")
     p.add_argument("--workers", default="1", metavar="N",
                    help="worker processes on the same listen address (default 1; 'auto' = one per core): a "
                    "supervisor runs N proxies, routes CancelRequests to the worker that owns the key and fans "
@@ -191,6 +195,9 @@ def run(args: argparse.Namespace) -> int:
                           "--admin-allow-remote to expose the admin API to the network")
     if args.drain_window < 0 or args.recovery_window < 0:
         raise ConfigError("--drain-window and --recovery-window must be >= 0")
+    if not 0 <= args.release_after_logins <= 60:
+        raise ConfigError(f"--release-after-logins {args.release_after_logins:g} is out of range: give 0 to 60 "
+                          "seconds (0 releases each session as soon as it is back)")
     password = _password(args)
     user = args.user
     if run_backend is not None:  # the run's test login unless told otherwise
@@ -205,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
                          max_message_size=args.max_message_size,
                          endpoints=[(kind, ("127.0.0.1", 0)) for kind in dict.fromkeys(args.readonly_endpoint)],
                          readonly_resolver=run_backend.readonly if run_backend is not None else None,
-                         removal_window=args.drain_window, pre_attach=args.pre_attach)
+                         removal_window=args.drain_window, pre_attach=args.pre_attach,
+                         release_after_logins=args.release_after_logins)
     token_file = Path(args.token_file) if args.token_file else None
     if admin and token_file is None:
         token_file = _private_dir() / f"admin-{os.getpid()}.token"
