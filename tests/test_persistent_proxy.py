@@ -348,23 +348,25 @@ def test_idle_statement_is_held_until_resume(h: Harness) -> None:
     assert result == [h.b.port] and newcomer == [h.b.port]
 
 
-def test_held_statement_waits_only_for_its_own_session(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    """PER-1 stall: at resume a held statement goes on as soon as *its* session is re-attached and
-    replayed, not when every kept session is: with one session's replay slowed by 2 s, another
-    session's held statement has run on the new principal more than a second before resume returns."""
+def _held_statement_with_one_session_slowed(h: Harness, monkeypatch: pytest.MonkeyPatch, step: str,
+                                            seconds: float) -> tuple[float, float, float]:
+    """Two kept sessions; ``Session.<step>`` (``_replay`` or ``_login_back``) of the one named
+    ``slowed`` takes ``seconds`` longer at the resume, while the other's statement is held by the
+    drain. Returns (resume started, the held statement done, resume returned) in monotonic time,
+    after checking both sessions are back on B with their state."""
     from harness.persistproxy.proxy import Session
 
-    original = Session._replay
+    original = getattr(Session, step)
 
-    async def slow_for_one(self: Session, back: Any) -> None:
+    async def slow_for_one(self: Session, *args: Any) -> Any:
         assert self.state is not None
-        if any("slow-one" in text for text in self.state.committed.gucs.values()):
-            await asyncio.sleep(2.0)
-        await original(self, back)
+        if any("slowed" in text for text in self.state.committed.gucs.values()):
+            await asyncio.sleep(seconds)
+        return await original(self, *args)
 
-    monkeypatch.setattr(Session, "_replay", slow_for_one)
+    monkeypatch.setattr(Session, step, slow_for_one)
     quick, slow = h.connect(), h.connect()
-    slow.execute("SET application_name = 'slow-one'")
+    slow.execute("SET application_name = 'slowed'")
     h.proxy.drain()
     done: list[tuple[int, float]] = []
     t = threading.Thread(target=lambda: done.append((port_of(quick), time.monotonic())))
@@ -372,14 +374,22 @@ def test_held_statement_waits_only_for_its_own_session(h: Harness, monkeypatch: 
     time.sleep(0.2)
     assert not done  # held by the drain
     h.current = h.b.server_address
+    started = time.monotonic()
     resumed = h.proxy.resume()
     returned = time.monotonic()
     t.join(5)
     assert resumed["resumed"] == 2 and not resumed["closed"], resumed
     assert done and done[0][0] == h.b.port
-    early = returned - done[0][1]
-    assert early > 1.0, f"the held statement ran only {early:.2f} s before resume returned"
-    assert port_of(slow) == h.b.port and setting(slow, "application_name") == "slow-one"
+    assert port_of(slow) == h.b.port and setting(slow, "application_name") == "slowed"
+    return started, done[0][1], returned
+
+
+def test_held_statement_waits_only_for_its_own_session(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PER-1 stall: at resume a held statement goes on as soon as *its* session is re-attached and
+    replayed, not when every kept session is: with one session's replay slowed by 2 s, another
+    session's held statement has run on the new principal more than a second before resume returns."""
+    _, ran, returned = _held_statement_with_one_session_slowed(h, monkeypatch, "_replay", 2.0)
+    assert returned - ran > 1.0, f"the held statement ran only {returned - ran:.2f} s before resume returned"
 
 
 @pytest.mark.parametrize(("slow", "cap", "earliest", "latest"), [(0.4, 1.5, 0.35, 1.2), (2.0, 0.3, 0.25, 1.2)])
@@ -390,35 +400,10 @@ def test_held_statements_wait_for_every_login_at_most_release_after_logins(
     compete with those logins for the cores - but never later than ``release_after_logins``: one
     login slowed by 0.4 s holds another session's statement about 0.4 s (cap 1.5 s); slowed by 2 s,
     only about the cap's 0.3 s."""
-    from harness.persistproxy.proxy import Session
-
-    original = Session._login_back
-
-    async def slow_login(self: Session, deadline: float, address: Any, check: bool) -> Any:
-        assert self.state is not None
-        if any("slow-login" in text for text in self.state.committed.gucs.values()):
-            await asyncio.sleep(slow)
-        return await original(self, deadline, address, check)
-
-    monkeypatch.setattr(Session, "_login_back", slow_login)
     h.config.release_after_logins = cap
-    quick, slowed = h.connect(), h.connect()
-    slowed.execute("SET application_name = 'slow-login'")
-    h.proxy.drain()
-    done: list[tuple[int, float]] = []
-    t = threading.Thread(target=lambda: done.append((port_of(quick), time.monotonic())))
-    t.start()
-    time.sleep(0.2)
-    assert not done  # held by the drain
-    h.current = h.b.server_address
-    started = time.monotonic()
-    resumed = h.proxy.resume()
-    t.join(5)
-    assert resumed["resumed"] == 2 and not resumed["closed"], resumed
-    assert done and done[0][0] == h.b.port
-    waited = done[0][1] - started
+    started, ran, _ = _held_statement_with_one_session_slowed(h, monkeypatch, "_login_back", slow)
+    waited = ran - started
     assert earliest <= waited <= latest, f"the held statement went on {waited:.2f} s after the resume began"
-    assert port_of(slowed) == h.b.port and setting(slowed, "application_name") == "slow-login"
 
 
 # --------------------------------------------------------------------------------------------- PER-3

@@ -1560,6 +1560,8 @@ class PersistentProxy:
                     closed.append({"session": s.id, "reason": reason, "rule": rule})
             self._kept.clear()
             self._drained_at = None
+            for wait in self._recovery_waits.values():  # nobody waits on them any more
+                wait.cancel()
             self._recovery_waits.clear()
             warm = self.warm.summary()
             self.warm.discard()
