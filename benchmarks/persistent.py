@@ -3,7 +3,7 @@ through the reference persistent proxy (``reference``: in this process, one work
 the CLI's ``persistent-proxy --workers N`` in a subprocess, one worker process per core), PgBouncer
 1.18 (transaction and session pooling) and direct psycopg, in the same run on the same pair.
 
-Run: ``python benchmarks/persistent.py`` (≈3-4 min; ``--seconds``, ``--rounds``, ``--switchovers``, ``--scale``
+Run: ``python benchmarks/persistent.py`` (≈4-5 min; ``--seconds``, ``--rounds``, ``--switchovers``, ``--scale``
 change it).
 
 * Throughput: ``--sessions`` (default 8) OLTP sessions (70 % point selects, 20 % updates, 10 % short
@@ -13,13 +13,19 @@ change it).
   in a separate process (spawned), so the reference proxy - which runs in this process, as in the
   suites - does not share its interpreter lock with the load generator.
 * Stall: 20 sessions while the pair switches over ``--switchovers`` times (coordinated with the client
-  when it coordinates; the idle coordinating clients follow too, drained before and resumed after
-  the measured one, so their hooks are not in its stall); per session and switchover, the longest
-  gap between two successful operations around it (window: 1 s before the start to 1.5 s after
-  the end; a session with no success after the switchover in the window counts up to the window's
-  end). p50 / p99 over sessions x switchovers. Beside it, ``unwritable``: per switchover, the time
-  from the old principal's stop to the new one accepting writes (the pair's own part, the same for
-  every client: no operation that spans it can stall less).
+  when it coordinates, and with no other client: an idle one re-points itself to the current
+  principal before its own turn); per session and switchover, the gap
+  between its last successful operation before the pair's outage (the old principal's stop to the
+  new one accepting writes) and its first one after it (:mod:`harness.report.stalls`; a session
+  with no success up to 1.5 s after the switchover counts up to then). p50 / p99 over sessions x
+  switchovers. Beside it ``window p99``: the longest gap per session anywhere from 1 s before to
+  1.5 s after the switchover - the measure of the earlier runs, which also counts a session's own
+  hiccups near it (a row lock, a busy core, the old principal's rewind and restart) - and ``quiet
+  p99``: that measure over a control run of the same 20 sessions with no switchover at all (direct
+  and reference; ``--no-control`` skips it), its floor on the machine: 0.17-0.29 s here on
+  2026-12-02, near or above the 0.2 s target. And ``unwritable``: per switchover, the time from the old
+  principal's stop to the new one accepting writes (the pair's own part, the same for every client:
+  no operation that spans it can stall less).
 * Verdicts (:mod:`harness.report.targets`): each target is judged by a 90 % interval from the run's
   own spread - the median per-round ratio's distribution-free interval, the stall p99's bootstrap
   over switchovers (a switchover's sessions resampled together: they are one observation, not 20),
@@ -53,6 +59,7 @@ from harness.clients.persistent import reference_client as reference  # noqa: E4
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.history.core import History  # noqa: E402
+from harness.report.stalls import quiet_windows, spanning_stall, window_stall  # noqa: E402
 from harness.report.targets import clustered_quantile_interval, median_interval, verdict_text  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
@@ -127,44 +134,65 @@ def _throughput(result: dict[str, Any]) -> float:
     return n / (t1 - t0)
 
 
-def _stalls(result: dict[str, Any], switchovers: list[tuple[float, float]]) -> list[tuple[float, bool]]:
-    """(longest gap, censored) per session and switchover."""
-    return [gap for cluster in _stall_clusters(result, switchovers) for gap in cluster]
-
-
-def _stall_clusters(result: dict[str, Any], switchovers: list[tuple[float, float]]) -> list[list[tuple[float, bool]]]:
-    """Per switchover, (longest gap, censored) of every session: the sessions of one switchover are
-    one cluster of the stall's interval (harness.report.targets), not independent samples."""
-    clusters: list[list[tuple[float, bool]]] = []
+def _outage_events(history: History, switchovers: list[tuple[float, float]]) -> list[tuple[float, float] | None]:
+    """Per switchover, the pair's outage: the old principal's stop (``node.stop``) and the new one
+    accepting writes (``switchover.writable``); None when either is missing."""
+    stops = history.events("node.stop")
+    writable = history.events("switchover.writable")
+    out: list[tuple[float, float] | None] = []
     for t0, t1 in switchovers:
-        gaps: list[tuple[float, bool]] = []
-        clusters.append(gaps)
-        for times in result["ok"].values():
-            lo, hi = t0 - 1.0, t1 + 1.5
-            inside = [t for t in times if lo <= t <= hi]
-            before = [t for t in times if t < lo]
-            points = ([before[-1]] if before else []) + inside
-            censored = not any(t > t1 for t in inside)
-            if censored:
-                points.append(hi)
-            gap = max((b - a for a, b in zip(points, points[1:], strict=False)), default=hi - lo)
-            gaps.append((gap, censored))
-    return clusters
+        stop = next((e.t for e in stops if t0 <= e.t <= t1), None)
+        ready = next((e.t for e in writable if stop is not None and stop <= e.t <= t1), None)
+        out.append((stop, ready) if stop is not None and ready is not None else None)
+    return out
+
+
+def _outages(history: History, switchovers: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Per switchover, the pair's outage (:func:`_outage_events`); the whole switchover call when it
+    was not recorded."""
+    return [found or marks for found, marks in zip(_outage_events(history, switchovers), switchovers, strict=True)]
+
+
+def _stall_clusters(result: dict[str, Any], switchovers: list[tuple[float, float]],
+                    outages: list[tuple[float, float]]) -> list[list[tuple[float, bool]]]:
+    """Per switchover, (stall, censored) of every session: the gap across the pair's outage
+    (:func:`harness.report.stalls.spanning_stall`, window 1 s before to 1.5 s after the switchover).
+    The sessions of one switchover are one cluster of the stall's interval (harness.report.targets),
+    not independent samples."""
+    return [[spanning_stall(times, outage, (t0 - 1.0, t1 + 1.5)) for times in result["ok"].values()]
+            for (t0, t1), outage in zip(switchovers, outages, strict=True)]
+
+
+def _window_gaps(result: dict[str, Any], windows: list[tuple[float, float, float]]) -> list[float]:
+    """The longest gap of every session in each ``(start, end, switchover_end)`` window
+    (:func:`harness.report.stalls.window_stall`)."""
+    return [window_stall(times, (lo, hi), end)[0] for lo, hi, end in windows for times in result["ok"].values()]
+
+
+def _quiet_p99(ctx: Any, dsn: str, tables: int, rows: int, switchovers: list[tuple[float, float]]) -> float:
+    """The control: the same 20 sessions with no switchover, cut into as many windows as there were
+    switchovers, each as long as the median switchover's window; p99 of the longest gap per session
+    and window - what the window measure reports when nothing happens (PER-1 context)."""
+    duration = statistics.median(t1 - t0 for t0, t1 in switchovers)
+    length = 1.0 + duration + 1.5
+    quiet = _run_load(ctx, dsn, 20, tables, rows, 1.0 + length * len(switchovers) + 0.5)
+    windows = quiet_windows(quiet["t0"] + 1.0, quiet["t1"], length, len(switchovers))
+    return _pct(_window_gaps(quiet, [(lo, hi, lo + 1.0 + duration) for lo, hi in windows]), 0.99)
 
 
 def _unwritable(history: History, switchovers: list[tuple[float, float]]) -> list[float]:
     """Per switchover, how long the pair took no write at all: from the old principal's stop
     (``node.stop``) to the new one's ``switchover.writable``. No client's operation that spans it can
     stall less: the floor under every row's stall, whatever the client (PER-1 context)."""
-    stops = history.events("node.stop")
-    writable = history.events("switchover.writable")
-    out = []
-    for t0, t1 in switchovers:
-        stop = next((e.t for e in stops if t0 <= e.t <= t1), None)
-        ready = next((e.t for e in writable if stop is not None and stop <= e.t <= t1), None)
-        if stop is not None and ready is not None:
-            out.append(ready - stop)
-    return out
+    return [ready - stop for found in _outage_events(history, switchovers) if found is not None
+            for stop, ready in [found]]
+
+
+def _follow(client: Any, pair: Pair) -> None:
+    """Re-point an idle coordinating client at the current principal (a drain and a resume there, no
+    fault): it sat out the switchovers of the other rows' turns (PER-1/PER-4 hooks)."""
+    client.before_switchover()
+    client.after_switchover(pair.principal.client_address)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -197,6 +225,9 @@ def main() -> int:
     ap.add_argument("--mirror-readable", action="store_true",
                     help="run the mirror as a hot standby (it accepts read-only logins): the reference proxy then "
                          "pre-attaches its sessions there during a switchover")
+    ap.add_argument("--no-control", dest="control", action="store_false",
+                    help="skip the control runs (direct and reference, 20 sessions with no switchover): the window "
+                         "measure's own floor")
     ap.add_argument("--clients", default=",".join(CLIENTS),
                     help=f"comma-separated rows to measure (default all: {','.join(CLIENTS)}; "
                          "direct and reference are always measured, the ratios need them; reference-workers "
@@ -250,17 +281,16 @@ def main() -> int:
                 ratios = [a / b for a, b in zip(per_round[floor.name], per_round["direct"], strict=True)]
                 rows[floor.name] = {"ops": statistics.median(per_round[floor.name]),
                                     "ratio": statistics.median(ratios), "ratio_interval": median_interval(ratios)}
-            # every coordinating client follows every switchover (idle ones too), so that none is left
-            # pointing at a former principal when its own turn comes; the measured one is registered
-            # last - drained last, resumed first (hooks run in reverse order after the switch) - so
-            # that the idle ones' PAUSE/RESUME is not counted in its stall
-            stops: list[Any] = []
+            # each client's stall phase has only that client coordinating: other coordinated clients,
+            # idle, made the measured one's stall 0.34-0.53 s where it was 0.23 s alone (2026-12-02:
+            # their pools' and workers' work around each switchover shares the 2 cores). A coordinating
+            # client that sat out earlier rows' switchovers first follows to the current principal
+            # (one drain and resume, no fault), so that none is left pointing at a former principal
             for name, client in running.items():
-                for stop in stops:
-                    stop()
-                stops = [faults.coordinate(c) for n, c in running.items() if c.coordinates and n != name]
+                stop = None
                 if client.coordinates:
-                    stops.append(faults.coordinate(client))
+                    _follow(client, pair)
+                    stop = faults.coordinate(client)
                 def switch() -> list[tuple[float, float]]:
                     marks = []
                     time.sleep(0.8)
@@ -273,7 +303,10 @@ def main() -> int:
 
                 stall_seconds = 0.8 + args.switchovers * 30.0 + 1.5  # a cap: the load stops 1.5 s after the last
                 stalled = _run_load(ctx, client.dsn(), 20, cfg.n_tables, cfg.n_rows, stall_seconds, during=switch)
-                clusters = _stall_clusters(stalled, stalled["marks"])
+                clusters = _stall_clusters(stalled, stalled["marks"], _outages(history, stalled["marks"]))
+                window = _pct(_window_gaps(stalled, [(t0 - 1.0, t1 + 1.5, t1) for t0, t1 in stalled["marks"]]), 0.99)
+                quiet = (_quiet_p99(ctx, client.dsn(), cfg.n_tables, cfg.n_rows, stalled["marks"])
+                         if name in ("direct", "reference") and args.control else None)
                 gaps = [g for cluster in clusters for g in cluster]
                 values = [g for g, _ in gaps]
                 ratios = [a / b for a, b in zip(per_round[name], per_round["direct"], strict=True)]
@@ -283,12 +316,13 @@ def main() -> int:
                                                                             0.99),
                               "errors": errors[name],
                               "stall_p50": _pct(values, 0.5), "stall_p99": _pct(values, 0.99),
+                              "window_p99": window, "quiet_p99": quiet,
                               "censored": sum(1 for _, c in gaps if c), "samples": len(gaps),
                               "switch_errors": stalled["errors"],
                               "unwritable": _unwritable(history, stalled["marks"]),
                               "switch_s": statistics.mean(b - a for a, b in stalled["marks"])}
-            for stop in stops:
-                stop()
+                if stop is not None:
+                    stop()
         finally:
             for client in running.values():
                 client.stop()
@@ -301,18 +335,25 @@ def main() -> int:
           f"{cfg.n_tables} x {cfg.n_rows} rows, {args.mode} pair{readable}, no fault proxy; load average 1/5/15 min "
           f"{load_start} at the start, {_loadavg()} at the end")
     print(f"{'client':<22}{'ops/s':>9}{'x direct':>10}{'90% ivl':>12}{'stall p50':>11}{'stall p99':>11}{'90% ivl':>13}"
-          f"{'no-recovery':>13}{'errors':>8}{'switchover':>12}{'unwritable':>14}")
+          f"{'window p99':>12}{'quiet p99':>11}{'no-recovery':>13}{'errors':>8}{'switchover':>12}{'unwritable':>14}")
     for name, r in sorted(rows.items(), key=lambda item: "stall_p99" not in item[1]):  # the floor last
         steady = f"{name:<22}{r['ops']:>9.0f}{r['ratio']:>10.2f}{r['ratio_interval'].span():>12}"
         if "stall_p99" not in r:  # the relay floor: no switchover phase
-            print(f"{steady}{'-':>11}{'-':>11}{'-':>13}{'-':>13}{'-':>8}{'-':>12}{'-':>14}")
+            print(f"{steady}{'-':>11}{'-':>11}{'-':>13}{'-':>12}{'-':>11}{'-':>13}{'-':>8}{'-':>12}{'-':>14}")
             continue
         unw = r["unwritable"]
         unwritable = f"{statistics.median(unw):.2f}/{max(unw):.2f}s" if unw else "?"
+        quiet = f"{r['quiet_p99']:.2f}s" if r["quiet_p99"] is not None else "-"
         print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{r['stall_interval'].span('s'):>13}"
+              f"{r['window_p99']:>11.2f}s{quiet:>11}"
               f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s{unwritable:>14}")
     if HaproxyTcpRelay.name in rows:
         print(HaproxyTcpRelay.legend)
+    print("stall = per session and switchover, the gap between its last success before the pair's outage (old "
+          "principal stopped .. new one writable) and its first after it: the wait the switchover forced on it")
+    print("window p99 = the longest gap per session anywhere from 1 s before to 1.5 s after each switchover (its own "
+          "hiccups near it too); quiet p99 = the same measure over a run of the same sessions with no switchover at "
+          "all, cut into windows as long: its floor on this machine (- = not measured)")
     print("unwritable = median/max over the switchovers of the time from the old principal's stop to the new one "
           "accepting writes: no operation spanning it stalls less, whatever the client (the pair's own floor)")
     print("no-recovery = session x switchover pairs with no successful operation within 1.5 s after the switchover "
@@ -329,6 +370,9 @@ def main() -> int:
             stall_text = (f"{stall.text(' s')} ({stall.n} switchovers; target <= {TARGET_STALL_P99:g} s: NOT met: "
                           f"{ref['censored']} session x switchover pairs had no recovery)")
         print(f"{name}: stall p99 {stall_text}")
+        if ref["quiet_p99"] is not None:
+            print(f"{' ' * len(name)}  window p99 {ref['window_p99']:.2f} s; with no switchover at all "
+                  f"{ref['quiet_p99']:.2f} s")
         print(f"{' ' * len(name)}  throughput "
               f"{verdict_text(ref['ratio_interval'], TARGET_THROUGHPUT_RATIO, at_least=True, unit='x', what='rounds')}")
     print(f"total {time.monotonic() - started:.1f} s")
