@@ -197,6 +197,36 @@ def test_early_resume_releases_clients_while_the_action_goes_on() -> None:
         ("coord.after", "writable"), ("coord.after_done", "writable")] * 2
 
 
+def test_resume_first_releases_every_client_before_the_rest_of_the_action() -> None:
+    # issue 15: the rejoin's CHECKPOINT, pg_rewind and server start wait until every client is
+    # resumed, so that they do not compete with the resumes for the CPU
+    calls: list[str] = []
+    h = History()
+    threads: list[str] = []
+
+    class Records(Hooks):
+        def after_switchover(self, address: tuple[str, int]) -> None:
+            threads.append(threading.current_thread().name)
+            super().after_switchover(address)
+
+    def action(on_writable: Any) -> str:
+        calls.append("promoted")
+        on_writable()
+        calls.append("old principal rejoined")
+        on_writable()  # a second call is ignored
+        return "done"
+
+    with pytest.raises(CoordinationError, match="after_switchover of b failed"):
+        run_coordinated([Records(calls, "a"), Records(calls, "b", fail_after=True)], action,
+                        lambda: ("127.0.0.1", 7), h.record, early=True, resume_first=True)
+    # every client released (the failing one too) before the action went on; the error is raised
+    # only once the action has completed
+    assert calls == ["before a", "before b", "promoted", "after b 7", "after a 7", "old principal rejoined"]
+    assert threads == [threading.current_thread().name] * 2  # in the action's own thread
+    assert [e.get("stage") for e in h.events("coord.after") if e.type == "coord.after"] == ["writable"] * 2
+    assert [e.get("phase") for e in h.events("coord.error")] == ["after"]
+
+
 def test_early_resume_hooks_run_once_and_the_action_error_wins() -> None:
     calls: list[str] = []
     h = History()
@@ -287,6 +317,34 @@ def test_faults_switchover_resumes_when_writable_and_sync_commits_wait_for_the_o
         assert writer.commit_acked is not None and writer.commit_acked > restarted.t  # DUR-1: waited for it
         with pair.principal.admin() as conn:
             assert conn.execute("SELECT state FROM pg_stat_replication").fetchone()[0] == "streaming"
+
+
+def test_faults_switchover_in_an_async_pair_resumes_every_client_before_the_old_principal_rejoins() -> None:
+    """Async pair (issue 15): the coordinators' resumes run before the rejoin's CHECKPOINT, pg_rewind
+    and server start, not beside them; the resumed client's commit is acknowledged at once."""
+    h = History()
+    with Pair(mode="async", history=h, links="direct") as pair:
+        faults = Faults(pair, h)
+        old = pair.principal.name
+        slow: dict[str, str] = {}
+
+        class SlowWriter(Writer):
+            def after_switchover(self, new_principal_address: tuple[str, int]) -> dict[str, Any]:
+                result = super().after_switchover(new_principal_address)
+                time.sleep(0.5)  # longer than the rejoin's rewind and start: it waits for this
+                slow["old_after"] = next(n for n in self.pair.nodes if n.name == old).state
+                return result
+
+        writer = SlowWriter(pair)
+        faults.coordinate(writer)
+        faults.switchover()
+        done = [e for e in h.events("coord.after_done") if e.get("client") == "writer"][-1]
+        restarted = [e for e in h.events("node.start") if e.get("node") == old][-1]
+        assert done.get("stage") == "writable"
+        assert writer.old_state == "stopped" and slow["old_after"] == "stopped"
+        assert done.index < restarted.index
+        assert writer.commit_acked is not None and writer.commit_acked < restarted.t
+        assert pair.node(old).role == "mirror" and pair.node(old).state == "running"
 
 
 def test_switchover_completes_when_on_writable_raises_then_raises_it() -> None:

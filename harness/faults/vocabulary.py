@@ -494,7 +494,10 @@ class Faults:
                                       lambda on_writable: self.topology.switchover(target, on_writable=on_writable),
                                       lambda: self.topology.principal.client_address, self._record, fid,
                                       early=True, next_address=lambda: self._next_principal(target),
-                                      before_drain=lambda: self.topology.prepare_switchover(target))
+                                      before_drain=lambda: self.topology.prepare_switchover(target),
+                                      # a sync pair's resumed commits wait for the old principal's
+                                      # rejoin (DUR-1): there it starts at once, beside the resumes
+                                      resume_first=getattr(self.topology, "mode", None) != "sync")
                 return
             if fault == "switchover":
                 self.topology.prepare_switchover(target)
