@@ -15,6 +15,7 @@ from harness.faults import Faults
 from harness.faults.coordination import CoordinationError, SwitchoverCoordinator, check_coordinator, run_coordinated
 from harness.history.core import History
 from harness.topology import Pair
+from harness.topology.run import locked
 
 
 class Observer:
@@ -197,34 +198,66 @@ def test_early_resume_releases_clients_while_the_action_goes_on() -> None:
         ("coord.after", "writable"), ("coord.after_done", "writable")] * 2
 
 
-def test_resume_first_releases_every_client_before_the_rest_of_the_action() -> None:
-    # issue 15: the rejoin's CHECKPOINT, pg_rewind and server start wait until every client is
-    # resumed, so that they do not compete with the resumes for the CPU
+def test_resume_first_releases_the_inside_clients_before_the_rest_of_the_action() -> None:
+    # issue 15: the rejoin's CHECKPOINT, pg_rewind and server start wait until every coordinator
+    # that resumes inside the switchover is resumed; the others are resumed beside, as before
     calls: list[str] = []
     h = History()
-    threads: list[str] = []
+    threads: dict[str, str] = {}
+    rest_started = threading.Event()
 
-    class Records(Hooks):
+    class Inside(Hooks):
+        resume_inside_switchover = True
+
         def after_switchover(self, address: tuple[str, int]) -> None:
-            threads.append(threading.current_thread().name)
+            threads[self.name] = threading.current_thread().name
+            super().after_switchover(address)
+
+    class Beside(Hooks):
+        def after_switchover(self, address: tuple[str, int]) -> None:
+            threads[self.name] = threading.current_thread().name
+            assert rest_started.wait(10)  # it may run only once the action went on
             super().after_switchover(address)
 
     def action(on_writable: Any) -> str:
         calls.append("promoted")
         on_writable()
         calls.append("old principal rejoined")
+        rest_started.set()
         on_writable()  # a second call is ignored
         return "done"
 
     with pytest.raises(CoordinationError, match="after_switchover of b failed"):
-        run_coordinated([Records(calls, "a"), Records(calls, "b", fail_after=True)], action,
+        run_coordinated([Beside(calls, "c"), Inside(calls, "a"), Inside(calls, "b", fail_after=True)], action,
                         lambda: ("127.0.0.1", 7), h.record, early=True, resume_first=True)
-    # every client released (the failing one too) before the action went on; the error is raised
-    # only once the action has completed
-    assert calls == ["before a", "before b", "promoted", "after b 7", "after a 7", "old principal rejoined"]
-    assert threads == [threading.current_thread().name] * 2  # in the action's own thread
-    assert [e.get("stage") for e in h.events("coord.after") if e.type == "coord.after"] == ["writable"] * 2
+    # both inside clients released (the failing one too) before the action went on, the other one
+    # after; the error is raised only once the action has completed
+    assert calls == ["before c", "before a", "before b", "promoted", "after b 7", "after a 7",
+                     "old principal rejoined", "after c 7"]
+    me = threading.current_thread().name
+    assert threads == {"a": me, "b": me, "c": "coord-resume"}
+    assert [e.get("stage") for e in h.events("coord.after") if e.type == "coord.after"] == ["writable"] * 3
     assert [e.get("phase") for e in h.events("coord.error")] == ["after"]
+
+
+def test_an_inside_resume_that_takes_the_run_lock_is_an_error_not_a_hang(tmp_path) -> None:
+    with locked(tmp_path):
+        with pytest.raises(TopologyError, match="already held by this thread"):
+            with locked(tmp_path):
+                pass
+    # another thread waits for it as before, and the lock is free again afterwards
+    got = threading.Event()
+
+    def take() -> None:
+        with locked(tmp_path):
+            got.set()
+
+    with locked(tmp_path):
+        t = threading.Thread(target=take)
+        t.start()
+        assert not got.wait(0.2)
+    assert got.wait(5)
+    t.join()
 
 
 def test_early_resume_hooks_run_once_and_the_action_error_wins() -> None:
@@ -329,6 +362,8 @@ def test_faults_switchover_in_an_async_pair_resumes_every_client_before_the_old_
         slow: dict[str, str] = {}
 
         class SlowWriter(Writer):
+            resume_inside_switchover = True
+
             def after_switchover(self, new_principal_address: tuple[str, int]) -> dict[str, Any]:
                 result = super().after_switchover(new_principal_address)
                 time.sleep(0.5)  # longer than the rejoin's rewind and start: it waits for this

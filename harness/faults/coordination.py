@@ -34,10 +34,13 @@ switchover goes on - the client re-attaches the usual way, and no verdict depend
 
 Early resume (issue 15): ``Faults`` passes the hooks to the topology's ``switchover(on_writable=)``,
 so ``after_switchover`` runs as soon as the new principal accepts writes (after promote and its
-principal configuration; topology event ``switchover.writable``). In an async pair the hooks run
-there, in the switchover's thread, and the old principal's rewind and restart wait for them (the
-resumes then have the CPU to themselves); in a sync pair they run in a helper thread while the old
-principal is being rewound and restarted as a standby, since the resumed clients' commits wait for it.
+principal configuration; topology event ``switchover.writable``). In an async pair the hooks of
+the coordinators that set ``resume_inside_switchover = True`` run there, in the switchover's thread,
+and the old principal's rewind and restart wait for them (those resumes then have the CPU to
+themselves). Such a hook must neither change the run's state nor wait for the switchover to end: it
+runs while the switchover holds the run's lock (taking it there is a HarnessError, not a hang).
+Every other hook - and every hook in a sync pair, whose resumed commits wait for the old principal
+anyway - runs in a helper thread while the old principal is being rewound and restarted.
 ``switchover()`` returns only when that is done and every hook has returned. ``coord.after`` /
 ``coord.after_done`` carry ``stage``: ``writable`` (resumed during the switchover) or ``done`` (after
 it returned or failed). In a sync pair the resumed clients' commits wait until the old principal
@@ -112,9 +115,10 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
     With ``early`` (issue 15) ``action`` is called as ``action(on_writable)``: the topology calls
     ``on_writable()`` as soon as the new principal accepts writes; the address is read then, and the
     ``after_switchover`` hooks run from that moment in a helper thread while the action goes on
-    (old principal rewound, restarted, streaming); with ``resume_first`` they run in the action's own
-    thread and ``on_writable()`` returns once every hook has returned, so that the rest of the action
-    (a CHECKPOINT, pg_rewind, a server start) does not compete with the resumes for the CPU (issue 15:
+    (old principal rewound, restarted, streaming); with ``resume_first`` the hooks of the coordinators
+    whose ``resume_inside_switchover`` is true run in the action's own thread first, and
+    ``on_writable()`` returns once they have returned, so that the rest of the action (a CHECKPOINT,
+    pg_rewind, a server start) does not compete with those resumes for the CPU (issue 15:
     the resume of 20 sessions took 70-109 ms beside it, 54-64 ms before it: medians of three
     A/B runs of 8 switchovers, 2026-12-02). ``coord.after`` says which: ``stage="writable"``
     (resumed while the switchover still runs) or ``stage="done"`` (after the action returned or
@@ -146,9 +150,10 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
 
     drained: list[SwitchoverCoordinator] = []
 
-    def release(address: Address | None, stage: str) -> list[BaseException]:
+    def release(address: Address | None, stage: str,
+                clients: Sequence[SwitchoverCoordinator] | None = None) -> list[BaseException]:
         errors: list[BaseException] = []
-        for client in reversed(drained):
+        for client in (list(reversed(drained)) if clients is None else clients):
             try:
                 if address is None:
                     address = new_address()
@@ -167,21 +172,24 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
             except CoordinationError:
                 pass
 
-    resumer: list[threading.Thread] = []
+    resumed: list[bool] = []
+    resumers: list[threading.Thread] = []
     early_errors: list[BaseException] = []
 
     def on_writable() -> None:
-        if resumer or not drained:
+        if resumed or not drained:
             return
+        resumed.append(True)
         address = new_address()  # in the switchover's thread: the roles it has just set
-        if resume_first:
-            resumer.append(threading.current_thread())  # marks the clients as resumed
-            early_errors.extend(release(address, "writable"))
-            return
-        thread = threading.Thread(target=lambda: early_errors.extend(release(address, "writable")),
-                                  name="coord-resume", daemon=True)
-        resumer.append(thread)
-        thread.start()
+        order = list(reversed(drained))
+        inside = [c for c in order if resume_first and getattr(c, "resume_inside_switchover", False)]
+        beside = [c for c in order if c not in inside]
+        early_errors.extend(release(address, "writable", inside))
+        if beside:
+            thread = threading.Thread(target=lambda: early_errors.extend(release(address, "writable", beside)),
+                                      name="coord-resume", daemon=True)
+            resumers.append(thread)
+            thread.start()
 
     try:
         prepare(next_address() if next_address is not None else None)
@@ -192,9 +200,9 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
             drained.append(client)
         result = action(on_writable) if early else action()
     finally:
-        if resumer:
-            if resumer[0] is not threading.current_thread():
-                resumer[0].join()
+        if resumed:
+            for thread in resumers:
+                thread.join()
             errors = early_errors
         else:
             errors = release(None, "done")

@@ -11,7 +11,7 @@ Two measures of the stall a switchover causes one session, and the control that 
   principal's rewind and restart afterwards).
 * :func:`quiet_windows` - windows of the same length over a run *without* switchovers: what
   :func:`window_stall` reports when nothing happens at all. On a 2-core machine under 20 sessions
-  its p99 was 0.17-0.29 s (2026-12-02), near or above the 0.2 s stall target: there the window
+  its p99 was 0.17-0.46 s (2026-12-02), near or above the 0.2 s stall target: there the window
   measure alone could not show that target met, whatever the client did.
 """
 

@@ -13,12 +13,13 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, TopologyError
 from harness.paths import harness_home, runs_dir
 from harness.ports import release_port
 from harness.topology.containers import remove_resources
@@ -57,14 +58,32 @@ def list_runs() -> list[str]:
     return sorted(p.name for p in runs_dir().iterdir() if p.is_dir() and (p / STATE_FILE).exists())
 
 
+#: run directory -> the thread of this process that holds its lock (a nested take would wait forever)
+_HOLDERS: dict[str, int] = {}
+_HOLDERS_GUARD = threading.Lock()
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold the run's lock (one role operation at a time, across processes)."""
+    """Hold the run's lock (one role operation at a time, across processes). The thread that holds
+    it already gets a TopologyError, not a hang: e.g. a switchover coordinator's resume that runs
+    inside the switchover (``resume_inside_switchover``) and would record a process there."""
+    key = str(Path(path).resolve())
+    me = threading.get_ident()
+    with _HOLDERS_GUARD:
+        nested = _HOLDERS.get(key) == me
+    if nested:
+        raise TopologyError(f"the lock of run {Path(path).name} is already held by this thread (an operation "
+                            "inside another one would wait for itself); do this after the operation instead")
     with open(path / ".lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
+        with _HOLDERS_GUARD:
+            _HOLDERS[key] = me
         try:
             yield
         finally:
+            with _HOLDERS_GUARD:
+                _HOLDERS.pop(key, None)
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 

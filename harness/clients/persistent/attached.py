@@ -37,6 +37,9 @@ def admin_post(name: str, url: str, path: str, body: dict[str, Any], token: str,
 class AdminCoordinator:
     """A running reference proxy, driven through its admin API (PER-4 drain, PER-1/2/3 resume)."""
 
+    #: ``POST /resume``: the proxy reads the run state, it does not change it (issue 15)
+    resume_inside_switchover = True
+
     def __init__(self, name: str, admin: str, token_file: str, drain_timeout: float | None = None,
                  addresses: dict[Address, Address] | None = None, names: dict[Address, str] | None = None) -> None:
         self.name = name

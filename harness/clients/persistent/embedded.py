@@ -17,6 +17,9 @@ class EmbeddedProxyClient(ClientBase):
 
     name = "reference"
     proxy: Any
+    #: its resume neither changes the run's state nor waits for the switchover's end: an async pair's
+    #: switchover resumes it before the old principal's rewind (harness.faults.coordination, issue 15)
+    resume_inside_switchover = True
 
     def start(self) -> Address:
         """Start the proxy's listener (``client.start``)."""

@@ -71,6 +71,9 @@ class PgBouncerClient(PoolerProgram):
     refuses logins long after a re-point); ``query_wait_timeout`` = the recovery window (PER-3's
     analogue: a client waiting that long for a server is disconnected)."""
 
+    #: re-point + ``RELOAD`` + ``RESUME`` change no run state (harness.faults.coordination, issue 15)
+    resume_inside_switchover = True
+
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
                  recovery_window: float = 60.0, pool_mode: str = "transaction", pool_size: int = 40,
                  server_login_retry: float = 0.5, via_fault_proxy: bool = True) -> None:

@@ -38,6 +38,8 @@ class ReferenceProcessClient(ClientBase):
     address (PER-1, PER-4), through the supervisor's admin API (every worker)."""
 
     coordinates = True
+    #: ``POST /resume``: changes no run state (harness.faults.coordination, issue 15)
+    resume_inside_switchover = True
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0, recovery_window: float = 60.0,
                  workers: int | None = None, listen_mode: str = "reuseport", **options: Any) -> None:
