@@ -4,6 +4,7 @@ clear errors for invalid requests."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -284,3 +285,22 @@ def test_wait_writable_does_not_take_a_hot_standbys_ready_status_for_a_principal
         group.failover("n2")  # and a real promotion is waited for: the new principal takes writes
         write(group.principal, 7)
         assert group.principal.name == "n2" and 7 in keys(group.principal)
+        # told that it is one, the same wait logs in as before (the status alone proves nothing)
+        s = group._node_state("n3")
+        with pytest.raises(TopologyError, match="still in recovery"):
+            wait_writable(group.socket_dir("n3"), s.port, s.pid, group.path / "n3" / "postgres.log",
+                          timeout=0.5, datadir=Path(s.datadir), hot_standby=True)
+
+
+def test_wait_writable_trusts_ready_of_a_server_known_not_to_be_a_hot_standby(tmp_path):
+    """A promotion of a ``hot_standby=off`` standby that ended before the first poll: the status
+    file already says ``ready``. Told the server is no hot standby, the wait returns on the file
+    without a login (a flake of the prepared-switchover test); not told, it logs in to check - here
+    there is no server to log in to, so it times out."""
+    from harness.topology.postgres import wait_writable
+
+    (tmp_path / "postmaster.pid").write_text(f"{os.getpid()}\n{tmp_path}\n0\n1\n/tmp\n*\n0 0\nready\n")
+    wait_writable(tmp_path / "no-socket", 1, os.getpid(), tmp_path / "log", timeout=2.0, datadir=tmp_path,
+                  hot_standby=False)
+    with pytest.raises(TopologyError, match="did not become writable"):
+        wait_writable(tmp_path / "no-socket", 1, os.getpid(), tmp_path / "log", timeout=0.3, datadir=tmp_path)

@@ -692,7 +692,9 @@ class LocalTopology(Topology):
     def _promote(self, name: str, conn: Any = None) -> None:
         s = self._node_state(name)
         self.engine.promote(Path(s.datadir), s.pid, self.run_as)
-        extra = {"conn": conn} if conn is not None else {}
+        extra: dict[str, Any] = {"conn": conn} if conn is not None else {}
+        if getattr(self.engine, "reuses_admin_connections", False):  # PostgreSQL: its status file is
+            extra["hot_standby"] = self.mirror_readable                 # enough unless it is a hot standby
         self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, self.path / name / "postgres.log", 60,
                                   datadir=Path(s.datadir), **extra)
 

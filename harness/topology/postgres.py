@@ -359,7 +359,8 @@ def admin_connect(socket_dir: Path, port: int, timeout: float = 5, dbname: str =
 
 
 def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
-                  datadir: Path | None = None, conn: psycopg.Connection | None = None) -> None:
+                  datadir: Path | None = None, conn: psycopg.Connection | None = None,
+                  hot_standby: bool | None = None) -> None:
     """Wait until the server accepts logins and is out of recovery (a principal). With ``datadir``
     whose ``postmaster.pid`` names ``pid`` and whose first status line seen is *not* ``ready`` (a
     standby that accepts no logins, ``hot_standby=off``: ``standby``; a starting server): until it says
@@ -369,18 +370,20 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
     recovery, so then, and without such a file (e.g. a container's), the wait is for a login that
     answers ``pg_is_in_recovery() = false`` - asked on ``conn`` when given (an admin session opened on
     the hot standby before the promotion, which stays open across it: no login per poll; a failed
-    query drops it for logins)."""
+    query drops it for logins). ``hot_standby=False`` (the caller knows the server was started with
+    ``hot_standby=off``) trusts the file even when its first status seen is ``ready`` (a promotion
+    that ended before the first poll), where a login would otherwise check it."""
     deadline = time.monotonic() + timeout
     last = ""
-    # the file is watched only if its first status seen for ``pid`` is not "ready": a hot standby
-    # reports "ready" while still in recovery
+    # the file is watched only if its first status seen for ``pid`` is not "ready" (a hot standby
+    # reports "ready" while still in recovery), or always when the server is known not to be one
     watch_file: bool | None = None if datadir is not None else False
     while time.monotonic() < deadline:
         if not pid_alive(pid):
             raise NodeStartError(f"PostgreSQL (pid {pid}) died while becoming principal; log:\n{log_tail(log)}")
         lines = _pidfile_lines(datadir) if watch_file is not False and datadir is not None else []
         if lines and lines[0].strip() == str(pid) and watch_file is None:
-            watch_file = not (len(lines) >= 8 and lines[7].strip() == "ready")
+            watch_file = hot_standby is False or not (len(lines) >= 8 and lines[7].strip() == "ready")
         if watch_file and lines and lines[0].strip() == str(pid):
             status = lines[7].strip() if len(lines) >= 8 else ""
             if status == "ready":
@@ -544,9 +547,10 @@ class PostgresEngine:
 
     @staticmethod
     def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: float = 30,
-                      datadir: Path | None = None, conn: Any = None) -> None:
+                      datadir: Path | None = None, conn: Any = None, hot_standby: bool | None = None) -> None:
         """Wait until the server accepts writes (as :func:`wait_writable`)."""
-        wait_writable(socket_dir, port, pid, log, timeout=timeout, datadir=datadir, conn=conn)
+        wait_writable(socket_dir, port, pid, log, timeout=timeout, datadir=datadir, conn=conn,
+                      hot_standby=hot_standby)
 
     def bootstrap_files(self) -> dict[str, str]:
         """What a node's container entrypoint (``compose/fh-node.sh``) reads from the node's folder to
