@@ -58,6 +58,7 @@ from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent import reference_client as reference  # noqa: E402
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
+from harness.faults.coordination import catch_up  # noqa: E402
 from harness.history.core import History  # noqa: E402
 from harness.report.stalls import quiet_windows, spanning_stall, window_stall  # noqa: E402
 from harness.report.targets import clustered_quantile_interval, median_interval, verdict_text  # noqa: E402
@@ -188,13 +189,6 @@ def _unwritable(history: History, switchovers: list[tuple[float, float]]) -> lis
             for stop, ready in [found]]
 
 
-def _follow(client: Any, pair: Pair) -> None:
-    """Re-point an idle coordinating client at the current principal (a drain and a resume there, no
-    fault): it sat out the switchovers of the other rows' turns (PER-1/PER-4 hooks)."""
-    client.before_switchover()
-    client.after_switchover(pair.principal.client_address)
-
-
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -285,11 +279,11 @@ def main() -> int:
             # idle, made the measured one's stall 0.34-0.53 s where it was 0.23 s alone (2026-12-02:
             # their pools' and workers' work around each switchover shares the 2 cores). A coordinating
             # client that sat out earlier rows' switchovers first follows to the current principal
-            # (one drain and resume, no fault), so that none is left pointing at a former principal
+            # (catch_up: one drain and resume, no fault), so that none is left pointing at a former principal
             for name, client in running.items():
                 stop = None
                 if client.coordinates:
-                    _follow(client, pair)
+                    catch_up(client, pair.principal.client_address)
                     stop = faults.coordinate(client)
                 def switch() -> list[tuple[float, float]]:
                     marks = []

@@ -14,7 +14,9 @@ each ``--seconds`` long:
 
 * *steady*: no fault; tps and 95th-percentile latency, each also as a ratio to direct;
 * *switchovers*: ``--switchovers`` planned switchovers spread over the run, coordinated with the
-  client when it coordinates (``faults.coordinate``: drain / resume, PAUSE / RESUME); tps, p95,
+  client when it coordinates (``faults.coordinate``: drain / resume, PAUSE / RESUME), and with no
+  other client: each re-points itself to the current principal before its own runs (``catch_up``,
+  no fault) instead of following every other client's switchovers; tps, p95,
   whether sysbench finished (it stops at the first error it cannot retry, e.g. a lost connection)
   and the lowest 1-second tps seen (how deep the dip of a switchover is).
 
@@ -49,6 +51,7 @@ from relay_floor import HaproxyTcpRelay  # noqa: E402  (benchmarks/, this script
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
+from harness.faults.coordination import catch_up  # noqa: E402
 from harness.report.targets import median_interval, verdict_text  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.sysbench import TESTS, Sysbench  # noqa: E402
@@ -131,15 +134,22 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
     # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
     steady_names = names + [n for n in running if n == HaproxyTcpRelay.name]  # the relay floor: steady only
     steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steady_names}
+    for client in running.values():  # each sat out the other clients' switchovers: re-point it
+        if client.coordinates:
+            catch_up(client, faults.topology.principal.client_address)
     for _ in range(opts.rounds):
         for name in steady_names:
             steady_runs[name].append(_run(tuple(running[name].address), creds, opts, ps.get(name, "auto"), test=test))  # type: ignore[arg-type]
-    # every coordinating client follows every switchover (idle ones too), so that none is left
-    # pointing at a former principal when its own turn comes
-    stops = [faults.coordinate(c) for c in running.values() if c.coordinates]
-    try:
-        for name in names:
-            client = running[name]
+    # each client's switchover run has only that client coordinating (idle coordinated clients'
+    # pools and workers shared the 2 cores with the measured one: benchmarks/persistent.py); one
+    # that sat out earlier clients' switchovers re-points itself first
+    for name in names:
+        client = running[name]
+        stop = None
+        if client.coordinates:
+            catch_up(client, faults.topology.principal.client_address)
+            stop = faults.coordinate(client)
+        try:
 
             def switch(name: str = name) -> list[tuple[float, float]]:
                 marks = []
@@ -157,12 +167,12 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
                 return marks
 
             switched = _run(tuple(client.address), creds, opts, ps[name], during=switch, test=test)  # type: ignore[arg-type]
-            rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": switched,
-                          "ps_mode": ps[name]}
-            print(f"  {test} {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
-    finally:
-        for stop in stops:
-            stop()
+        finally:
+            if stop is not None:
+                stop()
+        rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": switched,
+                      "ps_mode": ps[name]}
+        print(f"  {test} {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
     for name in steady_names[len(names):]:
         rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": None, "ps_mode": "auto"}
     return rows

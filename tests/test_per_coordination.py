@@ -12,7 +12,13 @@ import pytest
 
 from harness.errors import ConfigError, HarnessError, TopologyError
 from harness.faults import Faults
-from harness.faults.coordination import CoordinationError, SwitchoverCoordinator, check_coordinator, run_coordinated
+from harness.faults.coordination import (
+    CoordinationError,
+    SwitchoverCoordinator,
+    catch_up,
+    check_coordinator,
+    run_coordinated,
+)
 from harness.history.core import History
 from harness.topology import Pair
 from harness.topology.run import locked
@@ -238,6 +244,12 @@ def test_resume_first_releases_the_inside_clients_before_the_rest_of_the_action(
     assert threads == {"a": me, "b": me, "c": "coord-resume"}
     assert [e.get("stage") for e in h.events("coord.after") if e.type == "coord.after"] == ["writable"] * 3
     assert [e.get("phase") for e in h.events("coord.error")] == ["after"]
+
+
+def test_catch_up_drains_then_resumes_at_the_given_principal() -> None:
+    calls: list[str] = []
+    catch_up(Hooks(calls, "idle"), ("127.0.0.1", 5433))
+    assert calls == ["before idle", "after idle 5433"]
 
 
 def test_an_inside_resume_that_takes_the_run_lock_is_an_error_not_a_hang(tmp_path) -> None:

@@ -73,6 +73,14 @@ class SwitchoverCoordinator(Protocol):
         re-point and resume. May return a JSON-safe summary (recorded)."""
 
 
+def catch_up(client: SwitchoverCoordinator, principal_address: Address) -> None:
+    """Re-point an idle coordinator that was not told about earlier switchovers at the current
+    principal: one drain and one resume there, no fault (PER-1/PER-4 hooks). The benchmarks use it
+    to measure each client's switchovers with that client alone coordinating."""
+    client.before_switchover()
+    client.after_switchover(principal_address)
+
+
 def check_coordinator(client: Any) -> SwitchoverCoordinator:
     """``client`` itself if it implements :class:`SwitchoverCoordinator`, else a ConfigError naming
     the two missing methods (PER-1/PER-4 coordination)."""
