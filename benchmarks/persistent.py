@@ -259,7 +259,7 @@ def main() -> int:
             for name, factory in clients:
                 running[name] = adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
             if with_floor:  # steady rounds only: it follows no switchover
-                floor = HaproxyTcpRelay(pair.principal.server_address, pair.principal.dsn()).start()
+                floor = HaproxyTcpRelay(pair.principal.server_address, pair.principal.dsn(), pair).start()
             steady_clients = {**running, **({floor.name: floor} if floor is not None else {})}
             # throughput: the clients take turns, round after round, so that the machine's load (other
             # programs on a shared machine) weighs on each alike; the ratio is the median per round

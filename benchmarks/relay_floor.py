@@ -32,9 +32,12 @@ class HaproxyTcpRelay:
     legend = (f"{name} = HAProxy in mode tcp to the principal: bytes relayed in C, no PostgreSQL parsing, no "
               "switchover handling - what the extra hop alone costs here (a reference row, not a target)")
 
-    def __init__(self, server_address: tuple[str, int], dsn: str) -> None:
+    def __init__(self, server_address: tuple[str, int], dsn: str, pair: Any = None) -> None:
         self.upstream = (str(server_address[0]), int(server_address[1]))
         self._dsn = dsn
+        #: the run HAProxy joins (``register_process``), so that the run's teardown stops it even
+        #: when the benchmark itself is killed
+        self._pair = pair
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
@@ -65,7 +68,8 @@ class HaproxyTcpRelay:
             "listen relay_floor", f"    bind 127.0.0.1:{self.port}",
             f"    server principal {self.upstream[0]}:{self.upstream[1]}", ""]))
         self._proc = subprocess.Popen([HAPROXY, "-db", "-f", str(conf)], stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        self._register(remove=False)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -83,6 +87,7 @@ class HaproxyTcpRelay:
     def stop(self) -> None:
         """Stop HAProxy (terminate, then kill) and remove its folder."""
         if self._proc is not None:
+            self._register(remove=True)
             self._proc.terminate()
             try:
                 self._proc.wait(5)
@@ -97,6 +102,11 @@ class HaproxyTcpRelay:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+
+    def _register(self, remove: bool) -> None:
+        register = getattr(self._pair, "register_process", None)
+        if self._proc is not None and register is not None and getattr(self._pair, "run_id", None):
+            register(self.name, self._proc.pid, remove=remove)
 
     def __enter__(self) -> HaproxyTcpRelay:
         return self.start()

@@ -296,7 +296,7 @@ def main() -> int:
                     if HaproxyTcpRelay.name in running:
                         running.pop(HaproxyTcpRelay.name).stop()
                     running[HaproxyTcpRelay.name] = HaproxyTcpRelay(pair.principal.server_address,
-                                                                    pair.principal.dsn()).start()
+                                                                    pair.principal.dsn(), pair).start()
                 load = _loadavg()
                 results[test] = _measure(test, names, running, ps, faults, creds, opts, started)
                 loads[test] = f"{load} at the start, {_loadavg()} at the end"
