@@ -1,14 +1,17 @@
 """PER profile clients side by side: steady OLTP throughput and client-visible stall per switchover,
 through the reference persistent proxy (``reference``: in this process, one worker; ``reference-Nw``:
 the CLI's ``persistent-proxy --workers N`` in a subprocess, one worker process per core), PgBouncer
-1.18 (transaction and session pooling) and direct psycopg, in the same run on the same pair.
+1.18 (transaction and session pooling) and direct psycopg, in the same run on the same pair; and, in
+the throughput rounds only, two relays with no parsing (``benchmarks/relay_floor.py``: HAProxy in
+``mode tcp``, ``relay-floor``, and a relay on the proxy's own event loop, ``relay-floor-py``): what the
+extra hop alone costs here.
 
-Run: ``python benchmarks/persistent.py`` (≈4-5 min; ``--seconds``, ``--rounds``, ``--switchovers``, ``--scale``
+Run: ``python benchmarks/persistent.py`` (≈8 min; ``--seconds``, ``--rounds``, ``--switchovers``, ``--scale``
 change it).
 
 * Throughput: ``--sessions`` (default 8) OLTP sessions (70 % point selects, 20 % updates, 10 % short
   transactions over 20 x 10,000 rows) for ``--seconds`` per client and round; ``--rounds`` (default
-  5) rounds in which the clients take turns; operations/s (median) and the ratio to direct (median
+  9) rounds in which the clients take turns; operations/s (median) and the ratio to direct (median
   of the per-round ratios: a shared machine's load weighs on every client alike). The sessions run
   in a separate process (spawned), so the reference proxy - which runs in this process, as in the
   suites - does not share its interpreter lock with the load generator.
@@ -29,8 +32,8 @@ change it).
 * Verdicts (:mod:`harness.report.targets`): each target is judged by a 90 % interval from the run's
   own spread - the median per-round ratio's distribution-free interval, the stall p99's bootstrap
   over switchovers (a switchover's sessions resampled together: they are one observation, not 20),
-  whose upper side stays open below 299 stalls (``--switchovers 15``): a short run can show the p99
-  target missed, only a long one can show it met. ``met`` / ``NOT met`` only when the whole interval
+  whose upper side stays open below 299 stalls: a shorter run than the default 15 switchovers can show
+  the p99 target missed, only one of 15 or more can show it met. ``met`` / ``NOT met`` only when the whole interval
   is on one side; else ``not shown``. One run's
   point figures moved by ±0.1x and ±0.1 s between identical runs on this 2-core machine.
 * The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
@@ -52,7 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from relay_floor import HaproxyTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
+from relay_floor import HaproxyTcpRelay, PythonTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
 
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent import reference_client as reference  # noqa: E402
@@ -67,7 +70,9 @@ from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa:
 
 TARGET_STALL_P99 = 0.2  # issue 15 (was 1.0)
 TARGET_THROUGHPUT_RATIO = 0.8  # issue 15 (was 0.5)
-CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session", "relay-floor")
+CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session", "relay-floor",
+           "relay-floor-py")
+FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs
 
 
 class _Recorder:
@@ -207,13 +212,14 @@ def main() -> int:
     """Measure and print the table, the ratios and whether the targets are met."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0, help="throughput time per client (default 3)")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="throughput rounds, clients taking turns (default 5: the fewest that bound the median "
-                         "ratio's 90%% interval)")
+    ap.add_argument("--rounds", type=int, default=9,
+                    help="throughput rounds, clients taking turns (default 9: its 90%% interval is the 2nd to the 8th "
+                         "ratio; 5 are the fewest that bound one at all, min to max)")
     ap.add_argument("--sessions", type=int, default=8, help="sessions of the throughput phase (default 8)")
-    ap.add_argument("--switchovers", type=int, default=6,
-                    help="switchovers per client in the stall phase (default 6: enough to show a p99 missed; fewer "
-                         "than 5 bound no interval; 15 or more, i.e. >= 299 stalls, can show one met)")
+    ap.add_argument("--switchovers", type=int, default=15,
+                    help="switchovers per client in the stall phase (default 15, i.e. 300 stalls: the fewest that can "
+                         "show the p99 target met as well as missed; 5 to 14 can show it missed only, fewer than 5 "
+                         "bound no interval)")
     ap.add_argument("--scale", type=float, default=1.0, help="table scale (1.0 = 20 x 10,000 rows)")
     ap.add_argument("--mode", choices=["sync", "async"], default="async")
     ap.add_argument("--mirror-readable", action="store_true",
@@ -225,8 +231,9 @@ def main() -> int:
     ap.add_argument("--clients", default=",".join(CLIENTS),
                     help=f"comma-separated rows to measure (default all: {','.join(CLIENTS)}; "
                          "direct and reference are always measured, the ratios need them; reference-workers "
-                         "is the row reference-<cores>w; relay-floor is HAProxy in mode tcp, throughput only: what "
-                         "the extra hop alone costs here)")
+                         "is the row reference-<cores>w; relay-floor is HAProxy in mode tcp, relay-floor-py a relay "
+                         "on the proxy's own event loop with no parsing, throughput only: what the extra hop alone "
+                         "costs here)")
     args = ap.parse_args()
     wanted = {c.strip() for c in args.clients.split(",") if c.strip()}
     unknown = wanted - set(CLIENTS)
@@ -241,8 +248,8 @@ def main() -> int:
         clients += bouncers
     elif bouncers:
         print("pgbouncer not installed: skipped (apt-get install -y pgbouncer)")
-    with_floor = "relay-floor" in wanted and HaproxyTcpRelay.available()
-    if "relay-floor" in wanted and not with_floor:
+    floor_kinds = [kind for kind in FLOORS if kind.name in wanted and kind.available()]
+    if "relay-floor" in wanted and not HaproxyTcpRelay.available():
         print("haproxy not installed: relay-floor skipped (apt-get install -y haproxy)")
     cfg = OltpConfig(scale=args.scale)
     ctx = mp.get_context("spawn")
@@ -254,13 +261,13 @@ def main() -> int:
         load_tables(pair.principal.dsn(), cfg.n_tables, cfg.n_rows)
         faults = Faults(pair, history)
         running: dict[str, Any] = {}
-        floor: HaproxyTcpRelay | None = None
+        floors: dict[str, Any] = {}
         try:
             for name, factory in clients:
                 running[name] = adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
-            if with_floor:  # steady rounds only: it follows no switchover
-                floor = HaproxyTcpRelay(pair.principal.server_address, pair.principal.dsn(), pair).start()
-            steady_clients = {**running, **({floor.name: floor} if floor is not None else {})}
+            for kind in floor_kinds:  # steady rounds only: it follows no switchover
+                floors[kind.name] = kind(pair.principal.server_address, pair.principal.dsn(), pair).start()
+            steady_clients = {**running, **floors}
             # throughput: the clients take turns, round after round, so that the machine's load (other
             # programs on a shared machine) weighs on each alike; the ratio is the median per round
             per_round: dict[str, list[float]] = {name: [] for name in steady_clients}
@@ -270,10 +277,10 @@ def main() -> int:
                     steady = _run_load(ctx, client.dsn(), args.sessions, cfg.n_tables, cfg.n_rows, args.seconds)
                     per_round[name].append(_throughput(steady))
                     errors[name] += steady["errors"]
-            if floor is not None:
-                floor.stop()
-                ratios = [a / b for a, b in zip(per_round[floor.name], per_round["direct"], strict=True)]
-                rows[floor.name] = {"ops": statistics.median(per_round[floor.name]),
+            for floor_name in list(floors):
+                floors.pop(floor_name).stop()
+                ratios = [a / b for a, b in zip(per_round[floor_name], per_round["direct"], strict=True)]
+                rows[floor_name] = {"ops": statistics.median(per_round[floor_name]),
                                     "ratio": statistics.median(ratios), "ratio_interval": median_interval(ratios)}
             # each client's stall phase has only that client coordinating: other coordinated clients,
             # idle, made the measured one's stall 0.34-0.53 s where it was 0.23 s alone (2026-12-02:
@@ -320,7 +327,7 @@ def main() -> int:
         finally:
             for client in running.values():
                 client.stop()
-            if floor is not None:
+            for floor in floors.values():
                 floor.stop()
     readable = " (mirror readable)" if args.mirror_readable else ""
     print(f"\nPER clients: OLTP throughput ({args.sessions} sessions, {args.seconds:g} s each, {args.rounds} rounds "
@@ -341,8 +348,9 @@ def main() -> int:
         print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{r['stall_interval'].span('s'):>13}"
               f"{r['window_p99']:>11.2f}s{quiet:>11}"
               f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s{unwritable:>14}")
-    if HaproxyTcpRelay.name in rows:
-        print(HaproxyTcpRelay.legend)
+    for kind in FLOORS:
+        if kind.name in rows:
+            print(kind.legend)
     print("stall = per session and switchover, the gap between its last success before the pair's outage (old "
           "principal stopped .. new one writable) and its first after it: the wait the switchover forced on it")
     print("window p99 = the longest gap per session anywhere from 1 s before to 1.5 s after each switchover (its own "

@@ -3,7 +3,9 @@ rows, 20 threads): Debian ``sysbench`` 1.0.20 with its ``pgsql`` driver, ``oltp_
 ``oltp_point_select`` (``--tests``), through each PER client side by side in the same run on the same
 pair - direct, the reference persistent proxy in this process (``reference``, one worker) and as the
 CLI runs it with one worker process per core (``reference-Nw``, ``persistent-proxy --workers N`` in a
-subprocess), PgBouncer 1.18 in transaction and in session pooling, pgpool-II 4.3 when installed.
+subprocess), PgBouncer 1.18 in transaction and in session pooling, pgpool-II 4.3 when installed; and,
+in the steady rounds only, two relays with no parsing (``benchmarks/relay_floor.py``: HAProxy in ``mode
+tcp`` and a relay on the proxy's own event loop): what the extra hop alone costs here.
 
 Run: ``python benchmarks/sysbench.py`` (≈8-12 min; ``--tests``, ``--seconds``, ``--switchovers``,
 ``--threads``, ``--tables``, ``--table-size`` change it). Needs ``sysbench`` (``apt-get install -y sysbench``;
@@ -46,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from relay_floor import HaproxyTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
+from relay_floor import HaproxyTcpRelay, PythonTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
 
 from harness.clients import persistent as adapters  # noqa: E402
 from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
@@ -59,6 +61,7 @@ from harness.workload.sysbench import TESTS, Sysbench  # noqa: E402
 TARGET_TPS_RATIO = 0.8
 TARGET_P95_RATIO = 1.25
 SYSBENCH = shutil.which("sysbench") or "/usr/bin/sysbench"
+FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs
 
 
 def _clients() -> list[tuple[str, Any]]:
@@ -132,7 +135,7 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
     rows: dict[str, dict[str, Any]] = {}
     # steady runs: the clients take turns, round after round (a shared machine's load weighs on
     # each alike); a client's figures are the medians, its ratios the medians of per-round ratios
-    steady_names = names + [n for n in running if n == HaproxyTcpRelay.name]  # the relay floor: steady only
+    steady_names = names + [kind.name for kind in FLOORS if kind.name in running]  # the floors: steady only
     steady_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steady_names}
     for client in running.values():  # each sat out the other clients' switchovers: re-point it
         if client.coordinates:
@@ -222,8 +225,9 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
           "min 1s = the lowest tps of a 1-second report interval; "
           f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
-    if HaproxyTcpRelay.name in rows:
-        print(HaproxyTcpRelay.legend)
+    for kind in FLOORS:
+        if kind.name in rows:
+            print(kind.legend)
     print(f"verdicts by the 90% interval of the {opts.rounds} per-round ratios (distribution-free; "
           "harness.report.targets): met / NOT met only when the whole interval says so")
     for name in [n for n in rows if n.startswith("reference")]:
@@ -292,11 +296,11 @@ def main() -> int:
                                                      recovery_window=30.0)
             ps = {name: "disable" if name == "pgbouncer-transaction" else "auto" for name in names}
             for test in tests:
-                if HaproxyTcpRelay.available():  # steady rounds only, to the principal of the moment
-                    if HaproxyTcpRelay.name in running:
-                        running.pop(HaproxyTcpRelay.name).stop()
-                    running[HaproxyTcpRelay.name] = HaproxyTcpRelay(pair.principal.server_address,
-                                                                    pair.principal.dsn(), pair).start()
+                for kind in FLOORS:  # steady rounds only, to the principal of the moment
+                    if kind.name in running:
+                        running.pop(kind.name).stop()
+                    if kind.available():
+                        running[kind.name] = kind(pair.principal.server_address, pair.principal.dsn(), pair).start()
                 load = _loadavg()
                 results[test] = _measure(test, names, running, ps, faults, creds, opts, started)
                 loads[test] = f"{load} at the start, {_loadavg()} at the end"
