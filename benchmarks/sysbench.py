@@ -7,7 +7,7 @@ subprocess), PgBouncer 1.18 in transaction and in session pooling, pgpool-II 4.3
 in the steady rounds only, two relays with no parsing (``benchmarks/relay_floor.py``: HAProxy in ``mode
 tcp`` and a relay on the proxy's own event loop): what the extra hop alone costs here.
 
-Run: ``python benchmarks/sysbench.py`` (≈8-12 min; ``--tests``, ``--seconds``, ``--switchovers``,
+Run: ``python benchmarks/sysbench.py`` (≈15 min; ``--tests``, ``--clients``, ``--seconds``, ``--switchovers``,
 ``--threads``, ``--tables``, ``--table-size`` change it). Needs ``sysbench`` (``apt-get install -y sysbench``;
 scripts/setup.sh lists it).
 
@@ -64,19 +64,28 @@ SYSBENCH = shutil.which("sysbench") or "/usr/bin/sysbench"
 FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs
 
 
-def _clients() -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", adapters.reference_client),
-                                  (f"reference-{os.cpu_count() or 1}w", reference_workers)]
-    if shutil.which("pgbouncer"):
-        out += [("pgbouncer-transaction", adapters.pgbouncer_transaction),
-                ("pgbouncer-session", adapters.pgbouncer_session)]
-    else:
+CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session", "pgpool",
+           "relay-floor", "relay-floor-py")
+
+
+def _clients(wanted: set[str]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", adapters.reference_client)]
+    if "reference-workers" in wanted:
+        out.append((f"reference-{os.cpu_count() or 1}w", reference_workers))
+    bouncers = [(n, f) for n, f in (("pgbouncer-transaction", adapters.pgbouncer_transaction),
+                                    ("pgbouncer-session", adapters.pgbouncer_session)) if n in wanted]
+    if bouncers and shutil.which("pgbouncer"):
+        out += bouncers
+    elif bouncers:
         print("pgbouncer not installed: its rows are skipped (apt-get install -y pgbouncer)")
     pgpool = adapters.CLIENTS.get("pgpool")
-    if pgpool is not None and (shutil.which("pgpool") or Path("/usr/sbin/pgpool").exists()):
-        out.append(("pgpool", pgpool))
-    else:
-        print("pgpool-II not available: its row is skipped (apt-get install -y pgpool2)")
+    if "pgpool" in wanted:
+        if pgpool is not None and (shutil.which("pgpool") or Path("/usr/sbin/pgpool").exists()):
+            out.append(("pgpool", pgpool))
+        else:
+            print("pgpool-II not available: its row is skipped (apt-get install -y pgpool2)")
+    if "relay-floor" in wanted and not HaproxyTcpRelay.available():
+        print("haproxy not installed: relay-floor skipped (apt-get install -y haproxy)")
     return out
 
 
@@ -274,7 +283,14 @@ def main() -> int:
     ap.add_argument("--mirror-readable", action="store_true",
                     help="run the mirror as a hot standby: the reference proxy then pre-attaches its sessions there "
                          "during a switchover")
+    ap.add_argument("--clients", default=",".join(CLIENTS),
+                    help=f"comma-separated rows to measure (default all: {','.join(CLIENTS)}; direct and reference "
+                         "are always measured, the ratios need them; reference-workers is the row reference-<cores>w; "
+                         "the relay floors run in the steady rounds only)")
     opts = ap.parse_args()
+    wanted = {c.strip() for c in opts.clients.split(",") if c.strip()}
+    if wanted - set(CLIENTS):
+        ap.error(f"--clients: unknown {', '.join(sorted(wanted - set(CLIENTS)))}; choose from {', '.join(CLIENTS)}")
     tests = _tests(opts.tests)
     if not Path(SYSBENCH).exists():
         print("sysbench is not installed: apt-get install -y sysbench (scripts/setup.sh lists it)")
@@ -287,7 +303,7 @@ def main() -> int:
         creds = pair.engine.credentials
         prep = _prepare(pair.principal.server_address, creds, opts)
         faults = Faults(pair)
-        factories = dict(_clients())
+        factories = dict(_clients(wanted))
         names = list(factories)
         running: dict[str, Any] = {}
         try:
@@ -299,7 +315,7 @@ def main() -> int:
                 for kind in FLOORS:  # steady rounds only, to the principal of the moment
                     if kind.name in running:
                         running.pop(kind.name).stop()
-                    if kind.available():
+                    if kind.name in wanted and kind.available():
                         running[kind.name] = kind(pair.principal.server_address, pair.principal.dsn(), pair).start()
                 load = _loadavg()
                 results[test] = _measure(test, names, running, ps, faults, creds, opts, started)
