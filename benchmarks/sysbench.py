@@ -19,7 +19,9 @@ each ``--seconds`` long:
   client when it coordinates (``faults.coordinate``: drain / resume, PAUSE / RESUME), and with no
   other client: each re-points itself to the current principal before its own runs (``catch_up``,
   no fault) instead of following every other client's switchovers; tps, p95,
-  whether sysbench finished (it stops at the first error it cannot retry, e.g. a lost connection)
+  whether sysbench finished (it stops at the first error it cannot retry, e.g. a lost connection;
+  1.0.20's pgsql driver even dies of SIGSEGV when a server goes away under it, as direct's does at
+  the first switchover: the error column says ``sysbench died of SIGSEGV``)
   and the lowest 1-second tps seen (how deep the dip of a switchover is).
 
 sysbench's errors it retries by itself (deadlocks, 40P01) are ``ignored``; ``reconnects`` are its own.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -116,7 +119,9 @@ def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode
                               "min_interval_tps": r.min_interval_tps if r.intervals else nan}
     result["finished"] = r.exit_code == 0
     result["switchovers"] = len(marks)
-    if r.exit_code != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
+    if r.exit_code < 0:  # sysbench itself crashed (1.0.20's pgsql driver: SIGSEGV on a lost connection)
+        result["error"] = f"sysbench died of {_signal_name(-r.exit_code)}"
+    elif r.exit_code != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
         lines = [line.strip() for line in out.splitlines() if not line.startswith("[")]
         fatal = [line for line in lines if line.startswith("FATAL:") and "thread_run" not in line] or \
                 [line for line in lines if "FATAL" in line or "error" in line.lower()] or lines[-1:] or ["?"]
@@ -124,6 +129,14 @@ def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode
         if not summary and r.intervals:  # no summary: the mean of the reports until it stopped
             result["tps"] = sum(i["tps"] for i in r.intervals) / len(r.intervals)
     return result
+
+
+def _signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; ``signal N`` for a number Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _prepare(address: tuple[str, int], creds: Any, opts: argparse.Namespace) -> float:
