@@ -122,6 +122,29 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0].decode(), int(fields[2])
 
 
+def start_ticks(pid: int | None) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22), or None when
+    there is no such process: with the PID it names one process for good, since a PID is reused once
+    its process is gone (so that ``down`` never signals a stranger that got a recorded PID)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(raw[raw.rfind(b")") + 2:].split()[19])
+
+
+def same_process(pid: int | None, started: int | None) -> bool:
+    """Whether ``pid`` is alive and still the process that had start time ``started``
+    (:func:`start_ticks`); a record without one (``started`` None, e.g. an older state) is taken
+    as that process while the PID is alive."""
+    if not pid_alive(pid):
+        return False
+    return started is None or start_ticks(pid) == started
+
+
 def pid_alive(pid: int | None) -> bool:
     """True if ``pid`` is a live (non-zombie) process."""
     if not pid:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from harness.capture import CaptureTarget, Observation, RefusedConnectCapture
 from harness.errors import CaptureUnavailable, ConfigError, ProxyError
 from harness.topology.links import Address, DirectLinks, Links
+from harness.topology.process import start_ticks
 from harness.topology.state import LinksState, ProcessRecord, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.models import ConnEvent, split_hostport
@@ -307,7 +308,7 @@ def _background_embedded_server(timeout: float = 15) -> ProxiedLinks:
                              f"it said {line.strip()[:200]!r})")
         time.sleep(0.02)
     return ProxiedLinks(client, "embedded", client.version(),
-                        process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid),
+                        process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid, start_ticks(proc.pid)),
                         description=f"embedded Toxiproxy-compatible server {client.version()} at "
                                     f"{client.url} (background process {proc.pid})")
 

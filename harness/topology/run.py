@@ -23,7 +23,7 @@ from harness.errors import ConfigError, TopologyError
 from harness.paths import harness_home, runs_dir
 from harness.ports import release_port
 from harness.topology.containers import remove_resources
-from harness.topology.process import kill_group, pid_alive, processes_mentioning, signal_pid
+from harness.topology.process import kill_group, pid_alive, processes_mentioning, same_process, signal_pid, start_ticks
 from harness.topology.state import EndpointRecord, ProcessRecord, RunState
 
 STATE_FILE = "state.json"
@@ -110,7 +110,7 @@ def record_process(path: Path, name: str, pid: int, pgid: int | None = None, rem
         state = load_state(path)
         state.processes = [p for p in state.processes if p.pid != pid]
         if not remove:
-            state.processes.append(ProcessRecord(name, pid, pgid))
+            state.processes.append(ProcessRecord(name, pid, pgid, start_ticks(pid)))
         save_state(path, state)
 
 
@@ -123,7 +123,7 @@ def record_endpoint(path: Path, endpoint: EndpointRecord, remove: bool = False) 
         state.processes = [p for p in state.processes if p.pid != endpoint.pid]
         if not remove:
             state.endpoints.append(endpoint)
-            state.processes.append(ProcessRecord(endpoint.name, endpoint.pid, None))
+            state.processes.append(ProcessRecord(endpoint.name, endpoint.pid, None, start_ticks(endpoint.pid)))
         save_state(path, state)
 
 
@@ -174,20 +174,22 @@ def down_run(path: Path) -> list[int]:
     state: dict[str, Any] = {}  # read loosely: down must clean even a half-written or foreign state
     with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
         state = _load_raw(path)
-    for proc in state.get("processes", []):
-        pid = proc.get("pid")
-        if pid and pid_alive(pid):
-            killed.append(pid)
-            signal_pid(pid, 15)
+    # a recorded process is signalled only while its PID still names it (the start time recorded
+    # with it): a process that ended on its own may have handed its PID to a stranger since
+    owned = [p for p in state.get("processes", []) if same_process(p.get("pid"), p.get("started"))]
+    for proc in owned:
+        pid = proc["pid"]
+        killed.append(pid)
+        signal_pid(pid, 15)
     for node in state.get("nodes", []):
         pid = node.get("pid")
         if pid and (pid_alive(pid) or True):
             if pid_alive(pid):
                 killed.append(pid)
             kill_group(pid, timeout=5)
-    for proc in state.get("processes", []):
-        pid = proc.get("pid")
-        if pid and pid_alive(pid):
+    for proc in owned:
+        pid = proc["pid"]
+        if same_process(pid, proc.get("started")):
             kill_group(proc.get("pgid") or pid, timeout=2)
             signal_pid(pid, 9)
     for node in state.get("nodes", []):  # a SIGKILLed postmaster leaves its SysV segment behind

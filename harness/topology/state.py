@@ -63,6 +63,9 @@ class ProcessRecord:
     name: str
     pid: int
     pgid: int | None = None
+    #: the process's start time (harness.topology.process.start_ticks) when recorded: ``down`` signals
+    #: the PID only while it still names that process (a PID is reused once its process is gone)
+    started: int | None = None
 
 
 @dataclass
