@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -56,10 +55,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relay_floor import HaproxyTcpRelay, PythonTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
+from rows import proxy_rows  # noqa: E402
 
 from harness.clients import persistent as adapters  # noqa: E402
-from harness.clients.persistent import reference_client as reference  # noqa: E402
-from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.faults.coordination import catch_up  # noqa: E402
 from harness.history.core import History  # noqa: E402
@@ -239,15 +237,7 @@ def main() -> int:
     unknown = wanted - set(CLIENTS)
     if unknown:
         ap.error(f"--clients: unknown {', '.join(sorted(unknown))}; choose from {', '.join(CLIENTS)}")
-    clients: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", reference)]
-    if "reference-workers" in wanted:
-        clients.append((f"reference-{os.cpu_count() or 1}w", reference_workers))
-    bouncers = [(n, f) for n, f in (("pgbouncer-transaction", adapters.pgbouncer_transaction),
-                                    ("pgbouncer-session", adapters.pgbouncer_session)) if n in wanted]
-    if bouncers and shutil.which("pgbouncer"):
-        clients += bouncers
-    elif bouncers:
-        print("pgbouncer not installed: skipped (apt-get install -y pgbouncer)")
+    clients = proxy_rows(wanted)
     floor_kinds = [kind for kind in FLOORS if kind.name in wanted and kind.available()]
     if "relay-floor" in wanted and not HaproxyTcpRelay.available():
         print("haproxy not installed: relay-floor skipped (apt-get install -y haproxy)")

@@ -28,7 +28,7 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from harness.persistproxy.loop import loop_kind, new_loop
+from harness.persistproxy.loop import start_loop_thread
 from harness.ports import allocate_port, release_port
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -213,30 +213,12 @@ class PythonTcpRelay:
 
     def start(self) -> PythonTcpRelay:
         """Start the loop thread and listen on a free port of 127.0.0.1."""
-        ready = threading.Event()
-        error: list[BaseException] = []
 
-        def run() -> None:
-            loop = new_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                self._server = loop.run_until_complete(loop.create_server(lambda: _Side(self), "127.0.0.1", 0))
-                self.port = self._server.sockets[0].getsockname()[1]
-            except BaseException as exc:  # reported to the starting thread
-                error.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.close()
+        def setup(loop: asyncio.AbstractEventLoop) -> None:
+            self._server = loop.run_until_complete(loop.create_server(lambda: _Side(self), "127.0.0.1", 0))
+            self.port = self._server.sockets[0].getsockname()[1]
 
-        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
-        self._thread.start()
-        if not ready.wait(10) or error:
-            raise RuntimeError(f"{self.name} did not start ({loop_kind()} loop): "
-                               f"{error[0] if error else 'no listener within 10 s'}")
+        self._loop, self._thread = start_loop_thread(self.name, setup, timeout=10)
         return self
 
     def stop(self) -> None:

@@ -52,9 +52,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relay_floor import HaproxyTcpRelay, PythonTcpRelay  # noqa: E402  (benchmarks/, this script's folder)
+from rows import proxy_rows  # noqa: E402
 
 from harness.clients import persistent as adapters  # noqa: E402
-from harness.clients.persistent.reference_process import reference_workers  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.faults.coordination import catch_up  # noqa: E402
 from harness.report.targets import median_interval, verdict_text  # noqa: E402
@@ -72,15 +72,7 @@ CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", 
 
 
 def _clients(wanted: set[str]) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = [("direct", adapters.direct), ("reference", adapters.reference_client)]
-    if "reference-workers" in wanted:
-        out.append((f"reference-{os.cpu_count() or 1}w", reference_workers))
-    bouncers = [(n, f) for n, f in (("pgbouncer-transaction", adapters.pgbouncer_transaction),
-                                    ("pgbouncer-session", adapters.pgbouncer_session)) if n in wanted]
-    if bouncers and shutil.which("pgbouncer"):
-        out += bouncers
-    elif bouncers:
-        print("pgbouncer not installed: its rows are skipped (apt-get install -y pgbouncer)")
+    out = proxy_rows(wanted)
     pgpool = adapters.CLIENTS.get("pgpool")
     if "pgpool" in wanted:
         if pgpool is not None and (shutil.which("pgpool") or Path("/usr/sbin/pgpool").exists()):

@@ -4,14 +4,13 @@ background thread, with blocking ``drain``/``resume``/``status`` for tests and s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .admin import AdminServer, new_token
 from .backend import Address
-from .loop import new_loop
+from .loop import start_loop_thread
 from .proxy import PersistentProxy, ProxyConfig
 
 T = TypeVar("T")
@@ -40,34 +39,17 @@ class ThreadedPersistentProxy:
 
     def start(self) -> Address:
         """Start the loop thread and the listener; returns the proxy's ``(host, port)``."""
-        ready = threading.Event()
-        error: list[BaseException] = []
 
-        def run() -> None:
-            loop = new_loop()
+        def setup(loop: asyncio.AbstractEventLoop) -> None:
             self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                self.address = loop.run_until_complete(self.proxy.start())
-                if self.admin is not None:
-                    self.admin_address = loop.run_until_complete(self.admin.start())
-            except BaseException as exc:  # reported to the starting thread
-                error.append(exc)
-                with contextlib.suppress(Exception):  # release whatever was bound
-                    loop.run_until_complete(self.proxy.stop())
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+            self.address = loop.run_until_complete(self.proxy.start())
+            if self.admin is not None:
+                self.admin_address = loop.run_until_complete(self.admin.start())
 
-        self._thread = threading.Thread(target=run, name="persistent-proxy", daemon=True)
-        self._thread.start()
-        ready.wait(30)
-        if error:
-            raise error[0]
+        def release(loop: asyncio.AbstractEventLoop) -> None:  # whatever was bound
+            loop.run_until_complete(self.proxy.stop())
+
+        self._loop, self._thread = start_loop_thread("persistent-proxy", setup, release)
         assert self.address is not None
         return self.address
 
