@@ -53,10 +53,14 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+# the compiled framing walk (setup.py) is rebuilt when its source changes or its module is missing
+frames_so=(harness/persistproxy/_frames.*.so)
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || setup.py -nt $stamp || harness/persistproxy/_frames.c -nt $stamp \
+      || ! -e ${frames_so[0]} ]]; then
   say "pip install -e .[dev]"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # (setuptools warns about editable installs of a package with an extension module: not ours to fix)
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[dev]'
   touch "$stamp"
 fi
 

@@ -35,6 +35,7 @@ from .backend import (
     probe_candidates,
     send_cancel,
 )
+from .frames import DATA_ROW, NO_RUNS, frames
 from .relay import Tap, give_back, take_over
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
 from .state import NOT_SETTABLE, SessionState, quote_literal
@@ -602,16 +603,13 @@ class Session:
         pos = 0
         out_start = 0
         pieces: list[bytes] | None = None
+        kinds, ends = frames(data, DATA_ROW)  # compiled: a run of DataRows is one entry
         try:
-            while n - pos >= 5:
-                t = data[pos]
-                length = _LENGTH(data, pos + 1)[0]
-                if length < 4:
-                    raise pq.ProtocolError(f"backend sent invalid length {length}")
-                end = pos + 1 + length
-                if end > n:
-                    break
-                if t == 68:  # DataRow: the hot path, relayed untouched
+            if len(kinds) > 2 and kinds[0] == 50 and st.on_simple_answer(data, kinds, ends):
+                pos = ends[-1]  # the commonest answer, tracked in one call
+                kinds, ends = b"", []
+            for t, end in zip(kinds, ends, strict=True):
+                if t == 68:  # DataRows: the hot path, relayed untouched
                     st.rows_started = True
                 elif t == 50:  # BindComplete
                     st.on_bind_complete()
@@ -622,8 +620,15 @@ class Session:
                     pieces.append(data[out_start:pos])
                     out_start = pos = end
                     continue
-                elif t == 90 and length == 5:  # ReadyForQuery
+                elif t == 90 and end - pos == 6:  # ReadyForQuery
                     st.on_ready(data[pos + 5])
+                elif t == 67:  # CommandComplete: its tag, undecoded
+                    tag_end = data.find(b"\0", pos + 5, end)
+                    if tag_end < 0:
+                        raise pq.ProtocolError("backend sent a CommandComplete with no NUL-terminated tag")
+                    st.on_command_complete(data[pos + 5:tag_end])
+                elif t == 84 or t == 110:  # RowDescription, NoData
+                    st.on_description()
                 else:
                     message = data[pos:end]
                     if t == 69 and not st.inflight and not st.unsynced:
@@ -638,6 +643,8 @@ class Session:
                             continue
                     st.on_back(_KINDS[t], message)
                 pos = end
+            if n - pos >= 5 and _LENGTH(data, pos + 1)[0] < 4:  # where the walk stopped: a bad frame?
+                raise pq.ProtocolError(f"backend sent invalid length {_LENGTH(data, pos + 1)[0]}")
         except pq.ProtocolError as exc:
             self.back_error = str(exc)
             back.writer.transport.abort()  # connection_lost follows: handled as a lost back connection
@@ -817,22 +824,29 @@ class Session:
         pos = 0
         block_start = 0
         missing = self.back.missing if self.back is not None else None
-        while n - pos >= 5:
-            t = buf[pos]
-            length = _LENGTH(buf, pos + 1)[0]
+        kinds, ends = frames(buf, NO_RUNS)  # compiled: the complete messages in one call
+        stop = ends[-1] if ends else 0
+        if stop == n and kinds[:1] == b"B" and not missing and n <= limit and not proxy._holding \
+                and self.back is not None and st.on_simple_request(buf, kinds, ends):
+            # the commonest request, tracked in one call; the gate is open (nothing held, a back
+            # connection attached), so it goes on at once, as the loop below would send it
+            self._write_back(buf)
+            return n
+        rest = 0
+        if n - stop >= 5:  # where the walk stopped: a bad header, or an incomplete message
+            t = buf[stop]
+            length = _LENGTH(buf, stop + 1)[0]
             if t not in _FRONT_TYPES or length < 4 or length > limit:
                 _check_front_header(t, length, limit)  # raises the ProtocolError naming the problem
-            end = pos + 1 + length
-            if end > n and not _streamable(t, length, buf, pos, n):
-                break
+            if _streamable(t, length, buf, stop, n):  # a large message the proxy does not need whole:
+                kinds += _KINDS[t]  # its head is handled as a message, the rest relayed as it comes
+                ends.append(n)
+                rest = stop + 1 + length - n
+        for t, end in zip(kinds, ends, strict=True):
+            if t not in _FRONT_TYPES or end - pos > limit + 1:
+                _check_front_header(t, end - pos - 1, limit)  # raises the ProtocolError naming the problem
             if t == 88:  # Terminate
-                if pos > block_start:
-                    self._write_back(buf[block_start:pos])
-                if self.back is not None:
-                    self.back.close()
-                    self.back = None
-                proxy._emit("persist.session_close", session=self.id, by="client")
-                self._end()
+                self._terminate(buf[block_start:pos] if pos > block_start else b"")
                 return n
             if t not in _CONTINUING and not st.inflight and not st.unsynced and st.txn_status == "I":
                 # a new request from an idle session: the switchover gate (PER-4 hold)
@@ -843,7 +857,7 @@ class Session:
                     self._go_slow(gate=True)
                     return pos
             if missing and t in _NAMING:  # lazy re-prepare: the statements this message names first
-                inject = self._lazy_parses(t, buf[pos:end] if end <= n else buf[pos:n], missing)
+                inject = self._lazy_parses(t, buf[pos:end], missing)
                 if inject:
                     if pos > block_start:
                         self._write_back(buf[block_start:pos])
@@ -851,18 +865,28 @@ class Session:
                     self._write_back(inject)
             if t != 100:  # CopyData carries no state
                 try:
-                    st.on_front(_KINDS[t], buf[pos:end] if end <= n else buf[pos:n])
+                    st.on_front(_KINDS[t], buf[pos:end])
                 except pq.ProtocolError as exc:
                     raise pq.ProtocolError(f"malformed {pq.FRONT_NAMES[t]} message: {exc}") from None
-            if end > n:  # a large message the proxy does not need whole: relay the rest as it comes
-                self._write_back(buf[block_start:n])
-                self.front_rest = end - n
-                self.stream_back = self.back
-                return n
             pos = end
+        if rest:
+            self._write_back(buf[block_start:n])
+            self.front_rest = rest
+            self.stream_back = self.back
+            return n
         if pos > block_start:
             self._write_back(buf if block_start == 0 and pos == n else buf[block_start:pos])
         return pos
+
+    def _terminate(self, before: bytes) -> None:
+        """The client's Terminate: relay what came before it, drop the back connection, end."""
+        if before:
+            self._write_back(before)
+        if self.back is not None:
+            self.back.close()
+            self.back = None
+        self.proxy._emit("persist.session_close", session=self.id, by="client")
+        self._end()
 
     def _lazy_parses(self, t: int, message: bytes, missing: set[str]) -> bytes:
         """Lazy re-prepare (PER-2, issue 15 stall): the Parse messages to send on this back connection

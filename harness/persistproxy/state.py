@@ -71,12 +71,38 @@ _DESCRIBE = Pending("D")
 _FUNCTION_CALL = Pending("F")
 _EXECUTE_UNKNOWN = Pending("E")  # an Execute of a portal whose SQL the proxy never saw
 
-# Command tags after which the statement may have changed tracked state (others are not parsed).
+# Command tags after which the statement may have changed tracked state (others are not parsed),
+# as the bytes of the CommandComplete message: the data path compares them undecoded.
 _TAGS = frozenset({
-    "SET", "RESET", "PREPARE", "DEALLOCATE", "DEALLOCATE ALL", "DECLARE CURSOR", "CLOSE CURSOR",
-    "CLOSE CURSOR ALL", "LISTEN", "UNLISTEN", "DISCARD ALL", "DISCARD TEMP", "CREATE TABLE",
-    "CREATE TABLE AS", "CREATE VIEW", "CREATE SEQUENCE", "DROP TABLE", "DROP VIEW", "DROP SEQUENCE",
+    b"SET", b"RESET", b"PREPARE", b"DEALLOCATE", b"DEALLOCATE ALL", b"DECLARE CURSOR", b"CLOSE CURSOR",
+    b"CLOSE CURSOR ALL", b"LISTEN", b"UNLISTEN", b"DISCARD ALL", b"DISCARD TEMP", b"CREATE TABLE",
+    b"CREATE TABLE AS", b"CREATE VIEW", b"CREATE SEQUENCE", b"DROP TABLE", b"DROP VIEW", b"DROP SEQUENCE",
 })
+
+
+# What the server answers to one Bind, [Describe,] Execute, Sync: BindComplete, [RowDescription or
+# NoData,] [DataRows, one entry of .frames.frames,] CommandComplete, ReadyForQuery.
+_SIMPLE_ANSWERS = frozenset({b"2TDCZ", b"2TCZ", b"2nCZ", b"2DCZ", b"2CZ"})
+
+
+def _execute_item(sql: str) -> Pending:
+    """The in-flight item of an Execute of ``sql``: one per prepared statement, shared by all its
+    Executes (an 'E' item is never changed), so the data path allocates nothing per Execute."""
+    return Pending("E", sql=sql) if sql else _EXECUTE_UNKNOWN
+
+
+def _names(message: bytes, count: int) -> list[int]:
+    """The offsets of the NULs ending the first ``count`` strings of ``message``'s payload; a
+    :class:`ProtocolError` when one is missing (a malformed message, never a crash)."""
+    ends = []
+    pos = 5
+    for _ in range(count):
+        pos = message.find(b"\0", pos)
+        if pos < 0:
+            raise pq.ProtocolError("a string field is not NUL-terminated")
+        ends.append(pos)
+        pos += 1
+    return ends
 
 
 class SessionState:
@@ -89,8 +115,10 @@ class SessionState:
         self.prepared_parse: dict[str, bytes] = {}  # protocol-level named statements: Parse message
         self.prepared_sql: dict[str, str] = {}  # SQL PREPARE name -> statement text
         self.unnamed_parse: bytes | None = None
-        self.statement_sql: dict[str, str] = {"": ""}  # statement name -> SQL (to classify Execute)
-        self.portal_sql: dict[str, str] = {}
+        # statement name / portal name, as the message's bytes -> the in-flight item of its Execute
+        # (holding its SQL, to classify the statement when it completes)
+        self.statement_exec: dict[bytes, Pending] = {b"": _EXECUTE_UNKNOWN}
+        self.portal_exec: dict[bytes, Pending] = {}
         self.reported: dict[str, str] = {}  # last ParameterStatus values
         self.codec = "utf-8"  # Python codec of the client's current client_encoding
         self.txn_status = "I"
@@ -99,7 +127,7 @@ class SessionState:
         self.copy_in_progress = False
         self.rows_started = False  # DataRow delivered for a result not yet complete (PER-6)
         self.cycle_error = False
-        self.last_tag = ""
+        self.last_tag = b""  # the last CommandComplete's tag, undecoded
         self.snapshot_gucs: dict[str, str] = {}  # from pg_settings at a planned drain
         self.counters = {"statements": 0, "replays": 0}
         self.injected = False  # the proxy's own Parse/Sync (lazy re-prepare) may be in ``inflight``
@@ -161,15 +189,20 @@ class SessionState:
         first byte; the type is read from ``message`` itself)."""
         t = message[0]
         inflight = self.inflight
-        if t == 66:  # 'B' Bind: portal -> the statement's SQL
-            portal, pos = pq.read_cstr(message, 5)
-            stmt = pq.read_cstr(message, pos)[0]
-            self.portal_sql[portal] = self.statement_sql.get(stmt, "")
+        if t == 66:  # 'B' Bind: portal -> the statement's Execute item
+            portal_end = message.find(b"\0", 5)
+            stmt_end = message.find(b"\0", portal_end + 1)
+            if portal_end < 0 or stmt_end < 0:
+                raise pq.ProtocolError("a string field is not NUL-terminated")
+            self.portal_exec[message[5:portal_end]] = self.statement_exec.get(
+                message[portal_end + 1:stmt_end], _EXECUTE_UNKNOWN)
             inflight.append(_BIND)
             self.unsynced = True
         elif t == 69:  # 'E' Execute
-            sql = self.portal_sql.get(pq.read_cstr(message, 5)[0], "")
-            inflight.append(Pending("E", sql=sql) if sql else _EXECUTE_UNKNOWN)
+            portal_end = message.find(b"\0", 5)
+            if portal_end < 0:
+                raise pq.ProtocolError("a string field is not NUL-terminated")
+            inflight.append(self.portal_exec.get(message[5:portal_end], _EXECUTE_UNKNOWN))
             self.counters["statements"] += 1
             self.unsynced = True
         elif t == 83:  # 'S' Sync
@@ -178,14 +211,14 @@ class SessionState:
         elif t == 80:  # 'P' Parse
             name, sql = pq.parse_parse(message, self.codec)
             inflight.append(Pending("P", name=name, raw=message))
-            self.statement_sql[name] = sql
+            self.statement_exec[message[5:_names(message, 1)[0]]] = _execute_item(sql)
             self.unsynced = True
         elif t == 81:  # 'Q' Query
             sql = pq.read_cstr(message, 5, self.codec)[0]
             inflight.append(Pending("Q", sql=sql))
             self.counters["statements"] += 1
             self.unnamed_parse = None
-            self.statement_sql[""] = ""
+            self.statement_exec[b""] = _EXECUTE_UNKNOWN
         elif t == 68:  # 'D' Describe
             inflight.append(_DESCRIBE)
             self.unsynced = True
@@ -195,6 +228,36 @@ class SessionState:
             self.unsynced = True
         elif t == 70:  # 'F' FunctionCall
             inflight.append(_FUNCTION_CALL)
+
+    def on_simple_request(self, buf: bytes, kinds: bytes, ends: list[int]) -> bool:
+        """The commonest request in one call: Bind, [Describe,] Execute and Sync of a prepared
+        statement, whole in ``buf`` (what sysbench, psycopg and pgjdbc send per statement once it is
+        prepared). Records exactly what :meth:`on_front` of each message would; returns False, having
+        recorded nothing, for any other ``kinds`` (from :func:`.frames.frames`) or a malformed name."""
+        if kinds == b"BDES":
+            described = True
+        elif kinds == b"BES":
+            described = False
+        else:
+            return False
+        bind_end = ends[0]
+        execute_at, execute_end = ends[-3], ends[-2]
+        portal_end = buf.find(b"\0", 5, bind_end)
+        stmt_end = buf.find(b"\0", portal_end + 1, bind_end)
+        run_end = buf.find(b"\0", execute_at + 5, execute_end)
+        if portal_end < 0 or stmt_end < 0 or run_end < 0:
+            return False  # on_front names the malformed message
+        portal_exec = self.portal_exec
+        portal_exec[buf[5:portal_end]] = self.statement_exec.get(buf[portal_end + 1:stmt_end], _EXECUTE_UNKNOWN)
+        inflight = self.inflight
+        inflight.append(_BIND)
+        if described:
+            inflight.append(_DESCRIBE)
+        inflight.append(portal_exec.get(buf[execute_at + 5:run_end], _EXECUTE_UNKNOWN))
+        inflight.append(_SYNC)
+        self.counters["statements"] += 1
+        self.unsynced = False
+        return True
 
     # ----------------------------------------------------------------------- back messages
     def _pop(self, kinds: str) -> Pending | None:
@@ -218,22 +281,10 @@ class SessionState:
             return
         k = kind
         if t == 67:  # 'C' CommandComplete
-            self.rows_started = False
-            self.copy_in_progress = False
-            tag = pq.read_cstr(message, 5)[0]
-            self.last_tag = tag
-            head = self.inflight[0] if self.inflight else None
-            if head is not None and head.kind == "Q":
-                item, index = head, head.index
-                head.index += 1
-            else:
-                item, index = self._pop("E"), 0
-            if item is None or not item.sql:
-                return
-            if tag in _TAGS or (tag.startswith("SELECT ") and _maybe_creates(item.sql)):
-                stmt = item.statement(index)
-                if stmt is not None:
-                    self._apply_statement(stmt)
+            self.on_command_complete(message[5:_names(message, 1)[0]])
+            return
+        if k in (b"T", b"n"):
+            self.on_description()
             return
         if k in (b"I", b"s"):
             self.rows_started = False
@@ -248,10 +299,6 @@ class SessionState:
                     self.prepared_parse[item.name] = item.raw
                 else:
                     self.unnamed_parse = item.raw
-            return
-        if k in (b"T", b"n"):
-            if self.inflight and self.inflight[0].kind == "D":
-                self.inflight.popleft()
             return
         if k == b"3":
             item = self._pop("C")
@@ -278,12 +325,77 @@ class SessionState:
                 self.codec = pq.python_codec(value)
             return
 
+    def on_simple_answer(self, data: bytes, kinds: bytes, ends: list[int]) -> bool:
+        """The answer to :meth:`on_simple_request`'s request in one call: BindComplete, [RowDescription
+        or NoData,] DataRows, CommandComplete and ReadyForQuery, whole in ``data``, while exactly that
+        request is in flight. Records exactly what :meth:`on_back` of each message would; returns
+        False, having recorded nothing, for anything else (other ``kinds``, other requests in flight,
+        the proxy's own Parse in flight, a tag whose statement may change tracked state)."""
+        inflight = self.inflight
+        if kinds not in _SIMPLE_ANSWERS or not inflight or self.injected or inflight[-1] is not _SYNC \
+                or ends[-1] - ends[-2] != 6:
+            return False
+        described = kinds[1] == 84 or kinds[1] == 110  # 'T' / 'n'
+        if described:
+            if len(inflight) != 4 or inflight[1] is not _DESCRIBE:
+                return False
+        elif len(inflight) != 3:
+            return False
+        item = inflight[-2]
+        if inflight[0] is not _BIND or item.kind != "E":
+            return False
+        complete_at = ends[-3]
+        tag_end = data.find(b"\0", complete_at + 5, ends[-2])
+        if tag_end < 0:
+            return False
+        tag = data[complete_at + 5:tag_end]
+        if item.sql and (tag in _TAGS or (tag.startswith(b"SELECT ") and _maybe_creates(item.sql))):
+            return False  # on_command_complete applies the statement
+        inflight.clear()
+        self.rows_started = False
+        self.copy_in_progress = False
+        self.last_tag = tag
+        status = data[ends[-1] - 1]
+        self._end_cycle(_STATUS.get(status) or chr(status))
+        return True
+
+    def on_command_complete(self, tag: bytes) -> None:
+        """A CommandComplete ('C') with ``tag`` (its bytes, the NUL cut off): the statement it ends
+        may have changed tracked state (SET, PREPARE, CREATE TEMP ..., PER-2 / PER-5)."""
+        self.rows_started = False
+        self.copy_in_progress = False
+        self.last_tag = tag
+        inflight = self.inflight
+        head = inflight[0] if inflight else None
+        if head is None:
+            return
+        kind = head.kind
+        if kind == "Q":
+            item, index = head, head.index
+            head.index += 1
+        elif kind == "E":  # the common case, without _pop's loop
+            item, index = inflight.popleft(), 0
+        else:
+            item, index = self._pop("E"), 0
+        if item is None or not item.sql:
+            return
+        if tag in _TAGS or (tag.startswith(b"SELECT ") and _maybe_creates(item.sql)):
+            stmt = item.statement(index)
+            if stmt is not None:
+                self._apply_statement(stmt)
+
+    def on_description(self) -> None:
+        """A RowDescription ('T') or NoData ('n'): the answer to a Describe, if one is first."""
+        inflight = self.inflight
+        if inflight and inflight[0].kind == "D":
+            inflight.popleft()
+
     def on_injected_parse(self, raw: bytes, quiet: bool) -> None:
         """Record a Parse the proxy sends itself (lazy re-prepare of a statement the client prepared
         before a switchover, PER-2): its ParseComplete is the proxy's, not the client's. ``quiet``:
         an error answering it is the proxy's too (a Sync of its own follows, :meth:`on_injected_sync`)."""
         name, sql = pq.parse_parse(raw, self.codec)
-        self.statement_sql[name] = sql
+        self.statement_exec[raw[5:_names(raw, 1)[0]]] = _execute_item(sql)
         self.inflight.append(Pending("q" if quiet else "p", name=name, raw=raw))
         self.injected = True
 
@@ -326,7 +438,11 @@ class SessionState:
         """A ReadyForQuery ('Z') with transaction ``status`` (the byte: I, T or E)."""
         self.rows_started = False
         self.copy_in_progress = False
-        self._pop("SQF")
+        inflight = self.inflight
+        if inflight and inflight[0].kind == "S":  # the common case, without _pop's loop
+            inflight.popleft()
+        else:
+            self._pop("SQF")
         if self.injected:
             self.injected = any(i.kind in ("p", "q", "s") for i in self.inflight)
         self._end_cycle(_STATUS.get(status) or chr(status))
@@ -337,12 +453,12 @@ class SessionState:
         In an explicit transaction ('T'/'E') the outcome is decided by its final COMMIT/ROLLBACK."""
         if status == "I":
             if self.pending_tx is not None:
-                if not self.cycle_error and self.last_tag != "ROLLBACK":
+                if not self.cycle_error and self.last_tag != b"ROLLBACK":
                     self.committed = self.pending_tx
                 self.pending_tx = None
             self.committed.cursors.clear()
         self.cycle_error = False
-        self.last_tag = ""
+        self.last_tag = b""
         self.txn_status = status
 
     # ----------------------------------------------------------------------- effects
