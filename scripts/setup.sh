@@ -23,12 +23,18 @@ declare -A NEED=(
   [node]=nodejs
   [/usr/sbin/haproxy]=haproxy
   [/usr/sbin/nginx]=nginx
+  [gcc]=gcc  # builds the persistent proxy's framing walk (setup.py)
 )
 missing=()
 for probe in "${!NEED[@]}"; do
   if [[ "$probe" == /* ]]; then [[ -e "$probe" ]] || missing+=("${NEED[$probe]}")
   else command -v "$probe" >/dev/null 2>&1 || missing+=("${NEED[$probe]}"); fi
 done
+# ... and the headers of the Python the venv is made from (Debian's python3 keeps them in python3-dev)
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
+  missing+=(python3-dev)
+fi
 if ((${#missing[@]})); then
   if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]]; then
     say "installing: ${missing[*]}"
@@ -47,7 +53,6 @@ if ((${#missing[@]})); then
 fi
 
 # --- python virtual environment ------------------------------------------------------------
-PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   say "creating .venv"
   "$PY" -m venv .venv

@@ -31,8 +31,16 @@ def _execute(portal: str, broken: bool) -> bytes:
 
 
 _rarely = st.sampled_from([False] * 6 + [True])
-_request = st.tuples(st.sampled_from(NAMES), st.sampled_from(NAMES), st.booleans(), _rarely, _rarely).map(
-    lambda a: _bind(a[0], a[1], a[3]) + (pq.msg(b"D", b"P\0") if a[2] else b"") + _execute(a[0], a[4]) + pq.SYNC)
+def _parse(name: str, sql: str, broken: bool) -> bytes:
+    return pq.msg(b"P", pq.cstr(name) + (sql.encode() if broken else pq.cstr(sql) + b"\0\0"))
+
+
+# [Parse,] Bind, [Describe,] Execute, Sync: unprepared (psycopg's default) or prepared
+_parse_first = st.one_of(st.just(b""), st.tuples(st.sampled_from(NAMES), st.sampled_from(SQLS), _rarely).map(
+    lambda a: _parse(*a)))
+_request = st.tuples(_parse_first, st.sampled_from(NAMES), st.sampled_from(NAMES), st.booleans(), _rarely,
+                     _rarely).map(lambda a: a[0] + _bind(a[1], a[2], a[4]) + (pq.msg(b"D", b"P\0") if a[3] else b"")
+                                  + _execute(a[1], a[5]) + pq.SYNC)
 front_chunk = st.one_of(
     # the patterns with a one-call path (now and then malformed), most often
     _request, _request, _request, _request,
@@ -113,7 +121,8 @@ def test_one_call_paths_record_what_message_by_message_does(steps: list[tuple[bo
         if isinstance(back, tuple):
             rows, tag, status, no_data = back
             described = b"D\0\0\0\6P" in front
-            back = _answer((True, (2 if no_data else 1) if described else 0, rows and not no_data, tag, status, False))
+            back = (pq.msg(b"1") if front[:1] == b"P" else b"") + _answer(
+                (True, (2 if no_data else 1) if described else 0, rows and not no_data, tag, status, False))
         for chunk, is_front in ((back, False), (front, True)) if answer_first else ((front, True), (back, False)):
             if is_front:
                 kinds, ends = frames(chunk, NO_RUNS)
@@ -185,3 +194,21 @@ def test_a_prepared_rollback_answered_in_one_call_drops_the_transaction_s_settin
     assert s.on_simple_answer(answer, *frames(answer, DATA_ROW))
     assert s.txn_status == "I" and not s.committed.gucs and s.pending_tx is None
     assert s.replay_sql() == ["SET client_encoding TO 'UTF8'"]
+
+
+def test_an_unprepared_statement_cycle_takes_the_one_call_paths_and_keeps_its_parse() -> None:
+    """psycopg's default (no server-side preparation): Parse of the unnamed statement, Bind,
+    Describe, Execute, Sync each time; the answer starts with ParseComplete. The unnamed Parse is
+    recorded as the one-by-one path records it, and a named one becomes a prepared statement
+    (PER-2: replayed on a new back connection)."""
+    s = SessionState({"user": "u"})
+    for name in ("", "s9"):
+        request = _parse(name, SQLS[0], False) + _bind("", name, False) + pq.msg(b"D", b"P\0") \
+            + _execute("", False) + pq.SYNC
+        assert s.on_simple_request(request, *frames(request, NO_RUNS))
+        assert [i.kind for i in s.inflight] == ["P", "B", "D", "E", "S"] and s.inflight[3].sql == SQLS[0]
+        answer = pq.msg(b"1") + _answer((True, 1, True, "SELECT 3", b"I", False))
+        assert s.on_simple_answer(answer, *frames(answer, DATA_ROW))
+        assert not s.inflight and s.txn_status == "I"
+    assert s.unnamed_parse == _parse("", SQLS[0], False)
+    assert s.replay_parse() == [_parse("s9", SQLS[0], False)]

@@ -3,9 +3,11 @@ asyncio that keeps each client's front connection open across a switchover or fa
 principal, re-attaching the session to the new principal and replaying its state.
 
 One :class:`Session` per front connection; the proxy (:class:`PersistentProxy`) owns the listener,
-the drain/resume machinery and the counters. Data path: messages are framed (type + length) but
-relayed as raw byte blocks, one write per read chunk; only the few message types that change
-tracked state are decoded.
+the drain/resume machinery and the counters. Data path: each read chunk is framed in one call of the
+compiled walk (:mod:`.frames`, a run of DataRows as one entry) and relayed as raw byte blocks, one
+write per chunk; the commonest request and answer (a prepared statement's Bind/Describe/Execute/Sync
+and its BindComplete ... ReadyForQuery) are tracked in one call each, and only the few message types
+that change tracked state are decoded.
 """
 
 from __future__ import annotations
@@ -605,7 +607,7 @@ class Session:
         pieces: list[bytes] | None = None
         kinds, ends = frames(data, DATA_ROW)  # compiled: a run of DataRows is one entry
         try:
-            if len(kinds) > 2 and kinds[0] == 50 and st.on_simple_answer(data, kinds, ends):
+            if len(kinds) > 2 and (kinds[0] == 50 or kinds[0] == 49) and st.on_simple_answer(data, kinds, ends):
                 pos = ends[-1]  # the commonest answer, tracked in one call
                 kinds, ends = b"", []
             for t, end in zip(kinds, ends, strict=True):
@@ -826,8 +828,8 @@ class Session:
         missing = self.back.missing if self.back is not None else None
         kinds, ends = frames(buf, NO_RUNS)  # compiled: the complete messages in one call
         stop = ends[-1] if ends else 0
-        if stop == n and kinds[:1] == b"B" and not missing and n <= limit and not proxy._holding \
-                and self.back is not None and st.on_simple_request(buf, kinds, ends):
+        if stop == n and (kinds[:1] == b"B" or kinds[:1] == b"P") and not missing and n <= limit \
+                and not proxy._holding and self.back is not None and st.on_simple_request(buf, kinds, ends):
             # the commonest request, tracked in one call; the gate is open (nothing held, a back
             # connection attached), so it goes on at once, as the loop below would send it
             self._write_back(buf)

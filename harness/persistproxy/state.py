@@ -80,14 +80,20 @@ _TAGS = frozenset({
 })
 
 
-# What the server answers to one Bind, [Describe,] Execute, Sync: BindComplete, [RowDescription or
-# NoData,] [DataRows, one entry of .frames.frames,] CommandComplete, ReadyForQuery.
-_SIMPLE_ANSWERS = frozenset({b"2TDCZ", b"2TCZ", b"2nCZ", b"2DCZ", b"2CZ"})
+# What the server answers to one [Parse,] Bind, [Describe,] Execute, Sync: [ParseComplete,]
+# BindComplete, [RowDescription or NoData,] [DataRows, one entry of .frames.frames,] CommandComplete,
+# ReadyForQuery.
+_SIMPLE_ANSWERS = frozenset(parse + answer for parse in (b"", b"1")
+                            for answer in (b"2TDCZ", b"2TCZ", b"2nCZ", b"2DCZ", b"2CZ"))
+# The requests with a one-call path: [Parse,] Bind, [Describe,] Execute, Sync.
+_SIMPLE_REQUESTS = frozenset({b"BDES", b"BES", b"PBDES", b"PBES"})
 
 
+@functools.lru_cache(maxsize=4096)
 def _execute_item(sql: str) -> Pending:
-    """The in-flight item of an Execute of ``sql``: one per prepared statement, shared by all its
-    Executes (an 'E' item is never changed), so the data path allocates nothing per Execute."""
+    """The in-flight item of an Execute of ``sql``: one per statement text, shared by all its
+    Executes in every session (an 'E' item is never changed; its split statements are a function of
+    the text), so the data path allocates nothing per Execute, nor per Parse of a text seen before."""
     return Pending("E", sql=sql) if sql else _EXECUTE_UNKNOWN
 
 
@@ -230,28 +236,39 @@ class SessionState:
             inflight.append(_FUNCTION_CALL)
 
     def on_simple_request(self, buf: bytes, kinds: bytes, ends: list[int]) -> bool:
-        """The commonest request in one call: Bind, [Describe,] Execute and Sync of a prepared
-        statement, whole in ``buf`` (what sysbench, psycopg and pgjdbc send per statement once it is
-        prepared). Records exactly what :meth:`on_front` of each message would; returns False, having
-        recorded nothing, for any other ``kinds`` (from :func:`.frames.frames`) or a malformed name."""
-        if kinds == b"BDES":
-            described = True
-        elif kinds == b"BES":
-            described = False
-        else:
+        """The commonest request in one call: [Parse,] Bind, [Describe,] Execute and Sync of one
+        statement, whole in ``buf`` (what sysbench, psycopg and pgjdbc send per statement: without
+        the Parse once it is prepared, with it when it is not). Records exactly what :meth:`on_front`
+        of each message would; returns False, having recorded nothing, for any other ``kinds`` (from
+        :func:`.frames.frames`) or a malformed string field."""
+        if kinds not in _SIMPLE_REQUESTS:
             return False
-        bind_end = ends[0]
+        parsed = kinds[0] == 80  # 'P'
+        bind_at = ends[0] if parsed else 0
+        bind_end = ends[1] if parsed else ends[0]
         execute_at, execute_end = ends[-3], ends[-2]
-        portal_end = buf.find(b"\0", 5, bind_end)
+        portal_end = buf.find(b"\0", bind_at + 5, bind_end)
         stmt_end = buf.find(b"\0", portal_end + 1, bind_end)
         run_end = buf.find(b"\0", execute_at + 5, execute_end)
         if portal_end < 0 or stmt_end < 0 or run_end < 0:
             return False  # on_front names the malformed message
-        portal_exec = self.portal_exec
-        portal_exec[buf[5:portal_end]] = self.statement_exec.get(buf[portal_end + 1:stmt_end], _EXECUTE_UNKNOWN)
         inflight = self.inflight
+        if parsed:
+            parse_end = ends[0]
+            name_end = buf.find(b"\0", 5, parse_end)
+            sql_end = buf.find(b"\0", name_end + 1, parse_end)
+            if name_end < 0 or sql_end < 0:
+                return False
+            codec = self.codec
+            raw = buf[:parse_end]
+            inflight.append(Pending("P", name=buf[5:name_end].decode(codec, "surrogateescape"), raw=raw))
+            self.statement_exec[buf[5:name_end]] = _execute_item(buf[name_end + 1:sql_end].decode(
+                codec, "surrogateescape"))
+        portal_exec = self.portal_exec
+        portal_exec[buf[bind_at + 5:portal_end]] = self.statement_exec.get(buf[portal_end + 1:stmt_end],
+                                                                           _EXECUTE_UNKNOWN)
         inflight.append(_BIND)
-        if described:
+        if kinds[-3] == 68:  # 'D' Describe
             inflight.append(_DESCRIBE)
         inflight.append(portal_exec.get(buf[execute_at + 5:run_end], _EXECUTE_UNKNOWN))
         inflight.append(_SYNC)
@@ -326,23 +343,23 @@ class SessionState:
             return
 
     def on_simple_answer(self, data: bytes, kinds: bytes, ends: list[int]) -> bool:
-        """The answer to :meth:`on_simple_request`'s request in one call: BindComplete, [RowDescription
-        or NoData,] DataRows, CommandComplete and ReadyForQuery, whole in ``data``, while exactly that
-        request is in flight. Records exactly what :meth:`on_back` of each message would; returns
-        False, having recorded nothing, for anything else (other ``kinds``, other requests in flight,
-        the proxy's own Parse in flight, a tag whose statement may change tracked state)."""
+        """The answer to :meth:`on_simple_request`'s request in one call: [ParseComplete,]
+        BindComplete, [RowDescription or NoData,] DataRows, CommandComplete and ReadyForQuery, whole
+        in ``data``, while exactly that request is in flight. Records exactly what :meth:`on_back` of
+        each message would; returns False, having recorded nothing, for anything else (other
+        ``kinds``, other requests in flight, the proxy's own Parse in flight, a tag whose statement
+        may change tracked state)."""
         inflight = self.inflight
         if kinds not in _SIMPLE_ANSWERS or not inflight or self.injected or inflight[-1] is not _SYNC \
                 or ends[-1] - ends[-2] != 6:
             return False
-        described = kinds[1] == 84 or kinds[1] == 110  # 'T' / 'n'
-        if described:
-            if len(inflight) != 4 or inflight[1] is not _DESCRIBE:
-                return False
-        elif len(inflight) != 3:
+        parsed = kinds[0] == 49  # '1' ParseComplete
+        first = 1 if parsed else 0  # where the Bind's items start in ``inflight``
+        described = kinds[first + 1] == 84 or kinds[first + 1] == 110  # 'T' / 'n'
+        if len(inflight) != first + 3 + described or (described and inflight[first + 1] is not _DESCRIBE):
             return False
         item = inflight[-2]
-        if inflight[0] is not _BIND or item.kind != "E":
+        if inflight[first] is not _BIND or item.kind != "E" or (parsed and inflight[0].kind != "P"):
             return False
         complete_at = ends[-3]
         tag_end = data.find(b"\0", complete_at + 5, ends[-2])
@@ -351,6 +368,12 @@ class SessionState:
         tag = data[complete_at + 5:tag_end]
         if item.sql and (tag in _TAGS or (tag.startswith(b"SELECT ") and _maybe_creates(item.sql))):
             return False  # on_command_complete applies the statement
+        if parsed:
+            parse = inflight[0]
+            if parse.name:
+                self.prepared_parse[parse.name] = parse.raw
+            else:
+                self.unnamed_parse = parse.raw
         inflight.clear()
         self.rows_started = False
         self.copy_in_progress = False
