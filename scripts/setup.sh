@@ -58,10 +58,10 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.installed
-# the compiled framing walk (setup.py) is rebuilt when its source changes or its module is missing
+# the compiled data path (setup.py) is rebuilt when one of its sources changes or its module is missing
 frames_so=(harness/persistproxy/_frames.*.so)
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || setup.py -nt $stamp || harness/persistproxy/_frames.c -nt $stamp \
-      || ! -e ${frames_so[0]} ]]; then
+newer_c=$(find harness/persistproxy -maxdepth 1 \( -name "*.c" -o -name "*.h" \) -newer "$stamp" -print -quit 2>/dev/null || true)
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || setup.py -nt $stamp || -n $newer_c || ! -e ${frames_so[0]} ]]; then
   say "pip install -e .[dev]"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   # (setuptools warns about editable installs of a package with an extension module: not ours to fix)

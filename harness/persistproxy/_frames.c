@@ -10,11 +10,19 @@
  * The walk stops before fewer than 5 bytes, before a length below 4 (the caller's own header check
  * names that error) and before an incomplete message; the caller reads the header at the last end.
  *
+ * The module also holds _track.c's one-call tracking (simple_request, simple_answer, configure).
+ *
  * harness/persistproxy/frames.py holds the same function in Python (used when this extension is
  * not built) and the property test tests/test_frames.py holds the two to the same answers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "_wire.h"
+
+/* _track.c: the one-call tracking of the commonest request cycle, in this module too */
+extern PyMethodDef track_methods[];
+int track_init(void);
 
 static PyObject *
 frames(PyObject *self, PyObject *args)
@@ -32,9 +40,7 @@ frames(PyObject *self, PyObject *args)
         goto fail;
     while (n - pos >= 5) {
         unsigned char t = p[pos];
-        uint32_t raw = ((uint32_t)p[pos + 1] << 24) | ((uint32_t)p[pos + 2] << 16)
-                       | ((uint32_t)p[pos + 3] << 8) | (uint32_t)p[pos + 4];
-        int32_t length = (int32_t)raw;
+        int32_t length = wire_length(p + pos + 1);
         if (length < 4)
             break;
         Py_ssize_t end = pos + 1 + (Py_ssize_t)length;
@@ -109,5 +115,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__frames(void)
 {
-    return PyModule_Create(&module);
+    if (track_init() < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddFunctions(m, track_methods) < 0)
+        Py_CLEAR(m);
+    return m;
 }

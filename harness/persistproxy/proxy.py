@@ -37,6 +37,7 @@ from .backend import (
     probe_candidates,
     send_cancel,
 )
+from .fastpath import simple_answer, simple_request
 from .frames import DATA_ROW, NO_RUNS, frames
 from .relay import Tap, give_back, take_over
 from .scram import MECHANISM, ScramError, ScramServer, ScramVerifier
@@ -221,6 +222,7 @@ class Session:
         self.front_full = False  # the client's side is not taking data: back reading paused
         self.back_full = False  # the back connection is not taking data: client reading paused
         self.back_error: str | None = None  # FATAL/protocol error seen on the back connection
+        self.limit = proxy.config.max_message_size
 
     # ------------------------------------------------------------------ helpers
     async def _read_exact(self, n: int) -> bytes:
@@ -602,14 +604,18 @@ class Session:
         st = self.state
         assert st is not None
         n = len(data)
-        pos = 0
         out_start = 0
         pieces: list[bytes] | None = None
-        kinds, ends = frames(data, DATA_ROW)  # compiled: a run of DataRows is one entry
         try:
-            if len(kinds) > 2 and (kinds[0] == 50 or kinds[0] == 49) and st.on_simple_answer(data, kinds, ends):
-                pos = ends[-1]  # the commonest answer, tracked in one call
-                kinds, ends = b"", []
+            pos = simple_answer(st, data)  # the commonest answer, tracked in one call (.fastpath)
+            if pos == n:
+                try:
+                    self.ftransport.write(data)
+                except (ConnectionError, OSError, RuntimeError):
+                    pass  # the client is gone: its relay ends the session
+                return
+            # else the message loop: a run of DataRows is one entry (nothing left when pos > 0)
+            kinds, ends = frames(data, DATA_ROW) if pos == 0 else (b"", [])
             for t, end in zip(kinds, ends, strict=True):
                 if t == 68:  # DataRows: the hot path, relayed untouched
                     st.rows_started = True
@@ -761,6 +767,17 @@ class Session:
 
     def _front_data(self, data: bytes) -> None:
         """A chunk from the client."""
+        back = self.back
+        if back is not None and not (self.front_rest or self.fbuf or self.slow or self.pending_out or back.missing
+                                     or self.proxy._holding) and len(data) <= self.limit \
+                and simple_request(self.state, data):  # type: ignore[arg-type]
+            # the commonest request, tracked in one call (.fastpath); the gate is open (nothing held,
+            # a back connection attached), so it goes on at once, as _scan_front would send it
+            try:
+                back.writer.transport.write(data)
+            except (ConnectionError, OSError, RuntimeError):
+                pass  # the back relay sees the broken connection and decides (PER-1 / PER-4..8)
+            return
         if self.front_rest:
             data = self._stream_rest(data)
             if not data:
@@ -826,14 +843,13 @@ class Session:
         pos = 0
         block_start = 0
         missing = self.back.missing if self.back is not None else None
-        kinds, ends = frames(buf, NO_RUNS)  # compiled: the complete messages in one call
-        stop = ends[-1] if ends else 0
-        if stop == n and (kinds[:1] == b"B" or kinds[:1] == b"P") and not missing and n <= limit \
-                and not proxy._holding and self.back is not None and st.on_simple_request(buf, kinds, ends):
-            # the commonest request, tracked in one call; the gate is open (nothing held, a back
-            # connection attached), so it goes on at once, as the loop below would send it
+        if not missing and n <= limit and not proxy._holding and self.back is not None and simple_request(st, buf):
+            # the commonest request, tracked in one call (.fastpath); the gate is open (nothing held,
+            # a back connection attached), so it goes on at once, as the loop below would send it
             self._write_back(buf)
             return n
+        kinds, ends = frames(buf, NO_RUNS)  # compiled: the complete messages in one call
+        stop = ends[-1] if ends else 0
         rest = 0
         if n - stop >= 5:  # where the walk stopped: a bad header, or an incomplete message
             t = buf[stop]

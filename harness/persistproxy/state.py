@@ -42,7 +42,7 @@ class Pending:
     A plain ``__slots__`` class, not a dataclass: one is made per frontend message on the data path
     (PER-1: the proxy must keep up with the application)."""
 
-    __slots__ = ("kind", "name", "raw", "sql", "index", "_statements")
+    __slots__ = ("kind", "name", "raw", "sql", "index", "creates", "_statements")
 
     def __init__(self, kind: str, name: str = "", raw: bytes = b"", sql: str = "") -> None:
         self.kind = kind  # 'P','B','D','E','C','S','Q','F'; the proxy's own: 'p','q' (Parse), 's' (Sync)
@@ -50,6 +50,7 @@ class Pending:
         self.raw = raw
         self.sql = sql  # for 'Q' and 'E': the query text, split lazily
         self.index = 0  # for 'Q': next statement to be completed
+        self.creates = False  # for 'E' (made by _execute_item): a ``SELECT n`` tag may mean SELECT INTO
         self._statements: list[Any] | None = None
 
     def __repr__(self) -> str:
@@ -94,7 +95,18 @@ def _execute_item(sql: str) -> Pending:
     """The in-flight item of an Execute of ``sql``: one per statement text, shared by all its
     Executes in every session (an 'E' item is never changed; its split statements are a function of
     the text), so the data path allocates nothing per Execute, nor per Parse of a text seen before."""
-    return Pending("E", sql=sql) if sql else _EXECUTE_UNKNOWN
+    if not sql:
+        return _EXECUTE_UNKNOWN
+    item = Pending("E", sql=sql)
+    item.creates = _maybe_creates(sql)
+    return item
+
+
+@functools.lru_cache(maxsize=4096)
+def _execute_item_for(sql: bytes, codec: str) -> Pending:
+    """:func:`_execute_item` of a Parse's SQL as its undecoded bytes (the one-call path of an
+    unprepared statement decodes each text once, not at every Parse)."""
+    return _execute_item(sql.decode(codec, "surrogateescape"))
 
 
 def _names(message: bytes, count: int) -> list[int]:
@@ -262,8 +274,7 @@ class SessionState:
             codec = self.codec
             raw = buf[:parse_end]
             inflight.append(Pending("P", name=buf[5:name_end].decode(codec, "surrogateescape"), raw=raw))
-            self.statement_exec[buf[5:name_end]] = _execute_item(buf[name_end + 1:sql_end].decode(
-                codec, "surrogateescape"))
+            self.statement_exec[buf[5:name_end]] = _execute_item_for(buf[name_end + 1:sql_end], codec)
         portal_exec = self.portal_exec
         portal_exec[buf[bind_at + 5:portal_end]] = self.statement_exec.get(buf[portal_end + 1:stmt_end],
                                                                            _EXECUTE_UNKNOWN)
@@ -366,7 +377,7 @@ class SessionState:
         if tag_end < 0:
             return False
         tag = data[complete_at + 5:tag_end]
-        if item.sql and (tag in _TAGS or (tag.startswith(b"SELECT ") and _maybe_creates(item.sql))):
+        if item.sql and (tag in _TAGS or (tag.startswith(b"SELECT ") and item.creates)):
             return False  # on_command_complete applies the statement
         if parsed:
             parse = inflight[0]

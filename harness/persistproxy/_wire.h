@@ -1,0 +1,16 @@
+/* The PostgreSQL v3 message header, shared by the compiled framing walk (_frames.c) and the
+ * compiled one-call tracking (_track.c): a type byte, then an int32 length (big-endian) that counts
+ * itself and the payload. */
+#ifndef FAILOVER_HARNESS_WIRE_H
+#define FAILOVER_HARNESS_WIRE_H
+
+#include <stdint.h>
+
+/* The length field at `p` (the 4 bytes after the type byte). */
+static inline int32_t
+wire_length(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+#endif
