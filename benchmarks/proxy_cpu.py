@@ -2,8 +2,8 @@
 relay with no parsing, under sysbench: the proxy thread's user + system time from
 ``/proc/self/task/TID/stat`` divided by the transactions it relayed - a figure the machine's load
 distorts far less than throughput. With ``--chunks`` it also counts the chunks whose tracking took
-the one-call paths (``SessionState.on_simple_request`` / ``on_simple_answer``) and the others, by
-their message types.
+the one-call paths (:mod:`harness.persistproxy.fastpath`, taken whole) and the others, by their
+message types.
 
 Run: ``python benchmarks/proxy_cpu.py`` (≈3 min; ``--test``, ``--rounds``, ``--seconds``). Rows:
 ``direct`` (tps only), ``reference`` (the in-process proxy, one thread) and ``relay-floor-py``
@@ -27,7 +27,8 @@ from relay_floor import PythonTcpRelay  # noqa: E402
 
 import harness.persistproxy.proxy as proxy_module  # noqa: E402
 from harness.clients import persistent as adapters  # noqa: E402
-from harness.persistproxy.frames import COMPILED  # noqa: E402
+from harness.persistproxy.fastpath import COMPILED as TRACKING_COMPILED  # noqa: E402
+from harness.persistproxy.frames import COMPILED, DATA_ROW, NO_RUNS  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -39,16 +40,31 @@ def thread_cpu(tid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def _count_chunks(counter: collections.Counter[tuple[str, bytes]]) -> None:
-    """Count each chunk the proxy frames, by direction and message types (a DataRow run is one 'D')."""
-    walk = proxy_module.frames
+def _count_chunks(counter: collections.Counter[tuple[str, bytes, str]]) -> None:
+    """Count each chunk the proxy tracks, by direction, message types (a DataRow run is one 'D') and
+    path: ``one-call`` (taken whole by :mod:`harness.persistproxy.fastpath`) or ``loop``."""
+    walk, request, answer = proxy_module.frames, proxy_module.simple_request, proxy_module.simple_answer
 
-    def counted(data: bytes, run_type: int) -> Any:
+    def counted_request(st: Any, buf: bytes) -> bool:
+        took = request(st, buf)
+        if took:
+            counter["front", walk(buf, NO_RUNS)[0][:8], "one-call"] += 1
+        return took
+
+    def counted_answer(st: Any, data: bytes) -> int:
+        end = answer(st, data)
+        if end:
+            counter["back", walk(data[:end], DATA_ROW)[0][:8], "one-call"] += 1
+        return end
+
+    def counted_walk(data: bytes, run_type: int) -> Any:
         kinds, ends = walk(data, run_type)
-        counter["back" if run_type >= 0 else "front", kinds[:8]] += 1
+        counter["back" if run_type >= 0 else "front", kinds[:8], "loop"] += 1
         return kinds, ends
 
-    proxy_module.frames = counted  # type: ignore[assignment]
+    proxy_module.frames = counted_walk  # type: ignore[assignment]
+    proxy_module.simple_request = counted_request  # type: ignore[assignment]
+    proxy_module.simple_answer = counted_answer  # type: ignore[assignment]
 
 
 def main() -> int:
@@ -64,11 +80,12 @@ def main() -> int:
     if not Path(sb.SYSBENCH).exists():
         print("sysbench is not installed: apt-get install -y sysbench (scripts/setup.sh lists it)")
         return 2
-    chunks: collections.Counter[tuple[str, bytes]] = collections.Counter()
+    chunks: collections.Counter[tuple[str, bytes, str]] = collections.Counter()
     if opts.chunks:
         _count_chunks(chunks)
     run_opts = argparse.Namespace(seconds=opts.seconds, threads=20, tables=20, table_size=10_000)
-    print(f"{opts.test}, 20 threads, {opts.seconds:g} s runs; framing walk: {'compiled' if COMPILED else 'Python'}")
+    print(f"{opts.test}, 20 threads, {opts.seconds:g} s runs; framing walk: {'compiled' if COMPILED else 'Python'}, "
+          f"one-call tracking: {'compiled' if TRACKING_COMPILED else 'Python'}")
     with Pair(mode="async", links="direct") as pair:
         creds = pair.engine.credentials
         sb._prepare(pair.principal.server_address, creds, run_opts)
@@ -94,10 +111,11 @@ def main() -> int:
             relay.stop()
             reference.stop()
     if opts.chunks:
-        total = {d: sum(v for (dd, _), v in chunks.items() if dd == d) or 1 for d in ("front", "back")}
-        print("chunks by message types (the one-call paths take [P]B[D]ES and [1]2[T|n][D]CZ):")
-        for (direction, kinds), count in chunks.most_common(12):
-            print(f"  {direction:<5} {kinds.decode('latin-1'):<10} {count:8d}  {count / total[direction]:6.1%}")
+        total = {d: sum(v for (dd, _, _), v in chunks.items() if dd == d) or 1 for d in ("front", "back")}
+        print("chunks by message types and path (one-call: [P]B[D]ES and [1]2[T|n][D]CZ taken whole):")
+        for (direction, kinds, path), count in chunks.most_common(12):
+            share = count / total[direction]
+            print(f"  {direction:<5} {kinds.decode('latin-1'):<10} {path:<8} {count:8d}  {share:6.1%}")
     return 0
 
 

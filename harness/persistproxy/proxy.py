@@ -3,10 +3,11 @@ asyncio that keeps each client's front connection open across a switchover or fa
 principal, re-attaching the session to the new principal and replaying its state.
 
 One :class:`Session` per front connection; the proxy (:class:`PersistentProxy`) owns the listener,
-the drain/resume machinery and the counters. Data path: each read chunk is framed in one call of the
-compiled walk (:mod:`.frames`, a run of DataRows as one entry) and relayed as raw byte blocks, one
-write per chunk; the commonest request and answer (one statement's [Parse/]Bind/[Describe/]Execute/Sync
-and its [ParseComplete/]BindComplete ... ReadyForQuery) are tracked in one call each, and only the few
+the drain/resume machinery and the counters. Data path: the commonest request and answer (one
+statement's [Parse/]Bind/[Describe/]Execute/Sync and its [ParseComplete/]BindComplete ... ReadyForQuery)
+are framed and tracked in one compiled call each (:mod:`.fastpath`) straight from the read callbacks
+and relayed with one write; any other chunk is framed in one call of the compiled walk (:mod:`.frames`,
+a run of DataRows as one entry) and relayed as raw byte blocks, one write per chunk, and only the few
 message types that change tracked state are decoded.
 """
 
