@@ -38,14 +38,9 @@ frames(PyObject *self, PyObject *args)
     PyObject *ends = PyList_New(0);
     if (ends == NULL)
         goto fail;
-    while (n - pos >= 5) {
+    Py_ssize_t end;
+    while ((end = wire_next(p, n, pos)) >= 0) {
         unsigned char t = p[pos];
-        int32_t length = wire_length(p + pos + 1);
-        if (length < 4)
-            break;
-        Py_ssize_t end = pos + 1 + (Py_ssize_t)length;
-        if (end > n)
-            break;
         if ((int)t == run_type && count > 0 && (int)kinds[count - 1] == run_type) {
             /* extend the run: replace its end */
             PyObject *e = PyLong_FromSsize_t(end);

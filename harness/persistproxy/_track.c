@@ -42,13 +42,8 @@ walk(const unsigned char *p, Py_ssize_t n, int run_type, unsigned char *kinds, P
 {
     Py_ssize_t pos = 0;
     int count = 0;
-    while (n - pos >= 5) {
-        int32_t length = wire_length(p + pos + 1);
-        if (length < 4)
-            break;
-        Py_ssize_t end = pos + 1 + (Py_ssize_t)length;
-        if (end > n)
-            break;
+    Py_ssize_t end;
+    while ((end = wire_next(p, n, pos)) >= 0) {
         unsigned char t = p[pos];
         if ((int)t == run_type && count > 0 && (int)kinds[count - 1] == run_type) {
             ends[count - 1] = end;
@@ -100,18 +95,28 @@ lookup(PyObject *dict, const unsigned char *p, Py_ssize_t a, Py_ssize_t b, PyObj
     return value != NULL ? value : fallback;
 }
 
+/* Whether a call with `nargs` arguments may run: two of them, and configure() done; -1 (an error
+ * set) otherwise. */
+static int
+usable(Py_ssize_t nargs, const char *signature)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s takes 2 arguments", signature);
+        return -1;
+    }
+    if (Pending == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_frames.configure() was not called");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 simple_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "simple_request(st, buf) takes 2 arguments");
+    if (usable(nargs, "simple_request(st, buf)") < 0)
         return NULL;
-    }
     PyObject *st = args[0], *data = args[1];
-    if (Pending == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_frames.configure() was not called");
-        return NULL;
-    }
     if (!PyBytes_CheckExact(data))
         Py_RETURN_FALSE;
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
@@ -377,15 +382,9 @@ keep_parse(PyObject *st, PyObject *parse)
 static PyObject *
 simple_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "simple_answer(st, data) takes 2 arguments");
+    if (usable(nargs, "simple_answer(st, data)") < 0)
         return NULL;
-    }
     PyObject *st = args[0], *data = args[1];
-    if (Pending == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_frames.configure() was not called");
-        return NULL;
-    }
     if (!PyBytes_CheckExact(data))
         return PyLong_FromLong(0);
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
