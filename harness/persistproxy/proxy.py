@@ -770,15 +770,20 @@ class Session:
         """A chunk from the client."""
         back = self.back
         if back is not None and not (self.front_rest or self.fbuf or self.slow or self.pending_out or back.missing
-                                     or self.proxy._holding) and len(data) <= self.limit \
-                and simple_request(self.state, data):  # type: ignore[arg-type]
-            # the commonest request, tracked in one call (.fastpath); the gate is open (nothing held,
-            # a back connection attached), so it goes on at once, as _scan_front would send it
+                                     or self.proxy._holding) and len(data) <= self.limit:
             try:
-                back.writer.transport.write(data)
-            except (ConnectionError, OSError, RuntimeError):
-                pass  # the back relay sees the broken connection and decides (PER-1 / PER-4..8)
-            return
+                took = simple_request(self.state, data)  # type: ignore[arg-type]
+            except Exception as exc:  # a bug must end this session (as in _consume), not the loop's callback
+                self._end(exc)
+                return
+            if took:
+                # the commonest request, tracked in one call (.fastpath); the gate is open (nothing
+                # held, a back connection attached), so it goes on at once, as _scan_front would send it
+                try:
+                    back.writer.transport.write(data)
+                except (ConnectionError, OSError, RuntimeError):
+                    pass  # the back relay sees the broken connection and decides (PER-1 / PER-4..8)
+                return
         if self.front_rest:
             data = self._stream_rest(data)
             if not data:
