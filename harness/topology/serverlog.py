@@ -4,7 +4,11 @@ a PostgreSQL server log written with ``log_statement=all``, ``log_connections`` 
 parsed into ``server.stmt`` / ``server.session`` events on the history's monotonic clock.
 
 The prefix carries the epoch time with milliseconds (``%n``), converted to ``time.monotonic()`` with
-the offset of both clocks read when the line is handled (one clock for every event, docs/events.md).
+the offset of both clocks read once, when the tail starts (one clock for every event,
+docs/events.md): however the log is cut into reads, a line's time is the same. Events are recorded in
+the log's own order (their event index is the server's order); a line logged with an earlier time
+than the line before it (backends write to one log) gets that line's time, so time never contradicts
+the log order. Several lines of one millisecond share their time: checkers order them by index.
 ``settle()`` (registered as a history settler) reads the log up to its end, so a snapshot never lags
 what the server logged."""
 
@@ -76,6 +80,8 @@ class StatementLog:
         self._pos = path.stat().st_size if path.exists() else 0
         self._partial = ""
         self._pending: tuple[dict[str, Any], list[str]] | None = None
+        self._offset = time.time() - time.monotonic()
+        self._last_t = float("-inf")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"serverlog-{node}", daemon=True)
@@ -102,19 +108,18 @@ class StatementLog:
                 data = ""
             lines = (self._partial + data).split("\n")
             self._partial = lines.pop()
-            offset = time.time() - time.monotonic()
             for line in lines:
                 rec = parse_line(line)
                 if rec is None:
                     if self._pending is not None and line.startswith("\t"):
                         self._pending[1].append(line[1:])
                     continue
-                self._emit(offset)
+                self._emit()
                 self._pending = (rec, [])
             if flush:
-                self._emit(offset)
+                self._emit()
 
-    def _emit(self, offset: float) -> None:
+    def _emit(self) -> None:
         if self._pending is None:
             return
         rec, more = self._pending
@@ -124,7 +129,8 @@ class StatementLog:
         event = to_event(rec)
         if event is not None:
             type_, fields = event
-            self._record(type_, t=rec["epoch"] - offset, node=self.node, **fields)
+            self._last_t = max(rec["epoch"] - self._offset, self._last_t)
+            self._record(type_, t=self._last_t, node=self.node, **fields)
 
     def settle(self) -> None:
         """Record everything logged so far (a history settler)."""

@@ -58,12 +58,14 @@ def failed_under(broken: Transport, op: Op) -> list[int]:
     return [broken.index, op.invoke, end_of(op)]
 
 
-def replayed(session: Session | None, wanted: list[str], until: float | None) -> tuple[bool, list[str], list[int]]:
-    """Whether ``session`` received exactly ``wanted`` SETs (in order) before ``until`` (ACR-2/3/4/7's
+def replayed(session: Session | None, wanted: list[str], until: float | None = None, *,
+             before: int | None = None) -> tuple[bool, list[str], list[int]]:
+    """Whether ``session`` received exactly ``wanted`` SETs (in order) before the statement of event
+    ``before`` (the server's log order) or up to the application's time ``until`` (ACR-2/3/4/7's
     replay of the special registers), the SETs it got and their events."""
     if session is None:
         return False, [], []
-    got = sets_in(session, until)
+    got = sets_in(session, until, before=before)
     return [s for s, _ in got] == wanted, [s for s, _ in got], [i for _, i in got]
 
 
@@ -82,7 +84,7 @@ def replay_before(model: Model, after: float, sql: str, wanted: list[str]) -> Re
     received before it against ``wanted`` (:func:`replayed`)."""
     new = next((s for s in model.sessions_after(after) if first_of(s, sql)), None)
     at = first_of(new, sql) if new else None
-    ok, got, idx = replayed(new, wanted, at[0] if at else None)
+    ok, got, idx = replayed(new, wanted, before=at[1] if at else None)
     return Replay(new, at, ok, got, idx)
 
 

@@ -93,10 +93,12 @@ class Transport:
 
 @dataclass
 class Session:
-    """One server session of the application: its statements in order."""
+    """One server session of the application: its statements in the order the server logged them
+    (event index order; several statements of one log millisecond share a time, so time never
+    orders them)."""
 
     session: str
-    statements: list[tuple[float, str, int]]  # (t, sql, event index)
+    statements: list[tuple[float, str, int]]  # (t, sql, event index), in event index order
 
     @property
     def start(self) -> float:
@@ -221,12 +223,14 @@ def build(events: Iterable[Event], process: str = "app") -> Model:
             capture = bool(e.get("available"))
     for s in starts.values():
         faults.append((str(s.get("fault")), str(s.get("node")), s.t, float("inf"), s.index))
-    sessions = [Session(k, sorted(v)) for k, v in statements.items()]
+    # the server's own order (one log per session: event index = log order), never (time, text)
+    sessions = [Session(k, sorted(v, key=lambda st: st[2])) for k, v in statements.items()]
     ops = _ops(ordered, process)
     lo = min((op.t0 for op in ops), default=float("inf"))
     hi = max((op.t1 for op in ops), default=float("-inf"))
     # several applications may use the groups one after another: each one's transports lie within its calls
-    all_transports = sorted((tr for tr in [*transports.values(), *refused] if lo <= tr.t <= hi), key=lambda tr: tr.t)
+    all_transports = sorted((tr for tr in [*transports.values(), *refused] if lo <= tr.t <= hi),
+                            key=lambda tr: (tr.t, tr.index))
     return Model(addresses, ops, all_transports, faults, published, sessions, capture, bool(topo))
 
 
@@ -323,14 +327,24 @@ def server_form(sql: str) -> str:
     return re.sub(r"%s", repl, sql).strip()
 
 
-def sets_in(session: Session, until: float | None = None) -> list[tuple[str, int]]:
-    """The SET statements a session received (before ``until``), with their event indices."""
-    return [(sql.strip(), idx) for t, sql, idx in session.statements
-            if _SET.match(sql) and (until is None or t < until)]
+def sets_in(session: Session, until: float | None = None, *, before: int | None = None) -> list[tuple[str, int]]:
+    """The SET statements a session received, with their event indices: those logged before the
+    statement of event ``before`` (the server's order: equal log times are normal), or, for a point
+    of the application's clock, those logged at or before ``until`` (a log time is truncated to the
+    millisecond, never later than the statement's arrival)."""
+    out = []
+    for t, sql, idx in session.statements:
+        if before is not None and idx >= before:
+            break
+        if until is not None and t > until:
+            break
+        if _SET.match(sql):
+            out.append((sql.strip(), idx))
+    return out
 
 
 def first_of(session: Session, sql: str) -> tuple[float, int] | None:
-    """When (and at which event) the session received ``sql`` first."""
+    """When (and at which event) the session received ``sql`` first (the server's order)."""
     want = server_form(sql)
     for t, got, idx in session.statements:
         if got.strip() == want:
