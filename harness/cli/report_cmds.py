@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("history", type=Path, help="a history saved as JSON lines (*.jsonl)")
     p.add_argument("--rules", default="recorded",
                    help="comma-separated rule IDs, e.g. MIR-5,MIR-4; 'recorded' (default) = the rules the "
-                   "suite checked in this history, with the parameters it used; 'all' = every registered one")
+                   "suite checked in this history, with the parameters it used; 'all' = every rule of the "
+                   "history's profile (and of the rules it cites); parameters always come from the history "
+                   "first, --param overrides them with a note")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="checker parameter (repeatable); VALUE is parsed as JSON when it can be "
                    "(15, 0.5, true, [1,2]) else taken as text; RULE:KEY=VALUE targets one rule")
@@ -100,14 +102,40 @@ def recorded_params(meta: dict[str, Any], rule_id: str) -> list[dict[str, Any]]:
     return seen or [{}]
 
 
+def profile_rules(meta: dict[str, Any], known: list[str]) -> list[str]:
+    """``--rules all`` for one history: the registered rules of the families of its profile
+    (``meta["profile"]``, else the profile of the rules it cites) and of every rule it cites or
+    judged; every registered rule for a history that names none (an old or hand-made one)."""
+    from harness.profiles import get_profile, profile_of_rules
+
+    cited = [str(r) for r in meta.get("rules") or []] + [str(v.get("rule_id")) for v in meta.get("verdicts", [])]
+    families = {r.partition("-")[0].upper() for r in cited if "-" in r}
+    name = meta.get("profile")
+    profile = get_profile(name) if isinstance(name, str) and name else profile_of_rules(cited)
+    if profile is not None:
+        families |= set(profile.families)
+    return [r for r in known if r.partition("-")[0] in families] if families else known
+
+
+def override_notes(entry: Any, meta: dict[str, Any], recorded: dict[str, Any], given: dict[str, Any]) -> list[str]:
+    """One line per ``--param`` that replaces a value the history supplies (its meta or the
+    parameters the suite judged with), so a re-check that differs from the suite says why."""
+    own = {**entry.params_from_meta(meta), **recorded}
+    return [f"note: {entry.rule_id} {k}={given[k]!r} overrides the history's {own[k]!r}"
+            for k in sorted(given) if k in own and own[k] != given[k]]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    """``failover-harness check``: re-check a saved history; one line per verdict."""
+    """``failover-harness check``: re-check a saved history; one line per verdict. Profile, mode and
+    every checker parameter come from the history (recorded when its test started); ``--param``
+    overrides them, with a note on stderr."""
     from harness.history.store import read_jsonl
     from harness.rules import registry
 
     rule_ids = [r.strip().upper() for r in args.rules.split(",") if r.strip()]
     if rule_ids == ["ALL"]:
-        rule_ids = registry.all_rules()
+        meta, _ = read_jsonl(args.history)
+        rule_ids = profile_rules(meta, registry.all_rules())
     elif rule_ids == ["RECORDED"]:
         meta, _ = read_jsonl(args.history)
         rule_ids = list(dict.fromkeys(v["rule_id"] for v in meta.get("verdicts", [])))
@@ -132,7 +160,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     meta, events = read_jsonl(args.history)
     verdicts = []
     for entry, params in calls:
-        for recorded in ([{}] if params else recorded_params(meta, entry.rule_id)):
+        for recorded in recorded_params(meta, entry.rule_id):
+            for note in override_notes(entry, meta, recorded, params):
+                print(note, file=sys.stderr)
             verdicts.append(entry.check(events, meta, **{**recorded, **params}))
     for v in verdicts:
         if args.json:

@@ -48,12 +48,16 @@ def history(request: pytest.FixtureRequest, harness_options: HarnessOptions) -> 
     """A fresh :class:`History` for this test, streamed to ``<history dir>/<test>.jsonl.partial`` while
     the test runs. After the test (passed or failed) it is saved to ``<history dir>/<test>.jsonl`` with
     its SVG timeline beside it, and attached to the Allure result (JSON + SVG) when ``--alluredir`` is
-    on. ``meta`` holds the test id, rule IDs, backend, engine, client, worker, and at the end the
-    outcome and the checked verdicts."""
+    on. ``meta`` holds the test id, rule IDs, profile, backend, engine, client, worker, and at the end
+    the outcome and the checked verdicts (``failover-harness check`` reads them back)."""
     from harness.history.store import HistoryWriter
+    from harness.profiles import profile_of_rules
 
     item = request.node
-    h = History(meta={"test": item.nodeid, "rules": rule_ids_of(item), "backend": harness_options.backend,
+    rules = rule_ids_of(item)
+    profile = profile_of_rules(rules)
+    h = History(meta={"test": item.nodeid, "rules": rules, "profile": profile.name if profile else None,
+                      "backend": harness_options.backend,
                       "engine": harness_options.engine, "client": harness_options.client or "reference",
                       "worker": harness_options.worker})
     path = harness_options.history_dir / f"{file_stem(item.nodeid)}.jsonl"

@@ -7,11 +7,11 @@ import pytest
 
 from harness import Check, History, Pair
 from harness.faults.acr import AcrFaults
-from harness.rules.acr import check_acr_6, check_acr_7, check_acr_8
+from harness.rules.acr import judge
 from harness.topology.acr import AcrGroups
 
 
-@pytest.mark.rule("ACR-6")
+@pytest.mark.rule("ACR-2", "ACR-6")
 @pytest.mark.topology(mode="sync")
 def test_every_member_down_then_the_group_address(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults,
                                                   make_app: object, history: History, check: Check) -> None:
@@ -27,10 +27,10 @@ def test_every_member_down_then_the_group_address(pair: Pair, acr: AcrGroups, ac
         app.attempt(app.commit)
         with acr_faults.member("group"):
             app.attempt(lambda: app.execute("SELECT 3"))
-    check(check_acr_6(history.events()))
+    check(judge(history.events(), history.meta, "ACR-2", "ACR-6"))
 
 
-@pytest.mark.rule("ACR-7", "ACR-8")
+@pytest.mark.rule("ACR-6", "ACR-7", "ACR-8")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.acr(alternate=2)
 def test_non_seamless_reroute_to_the_alternate_group(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults,
@@ -54,4 +54,4 @@ def test_non_seamless_reroute_to_the_alternate_group(pair: Pair, acr: AcrGroups,
                     break
             app.attempt(app.commit)
     events = history.events()
-    check([check_acr_7(events, mode="non-seamless"), check_acr_8(events)])
+    check(judge(events, history.meta, "ACR-6", "ACR-7", "ACR-8"))

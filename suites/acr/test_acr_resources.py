@@ -8,11 +8,11 @@ import pytest
 
 from harness import Check, History, Pair
 from harness.faults.acr import AcrFaults
-from harness.rules.acr import check_acr_4
+from harness.rules.acr import judge
 from harness.topology.acr import AcrGroups
 
 
-@pytest.mark.rule("ACR-4")
+@pytest.mark.rule("ACR-4", "ACR-6")
 @pytest.mark.topology(mode="sync")
 def test_held_cursor_and_temporary_table_are_not_reusable(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults,
                                                           make_app: object, history: History, check: Check) -> None:
@@ -36,4 +36,4 @@ def test_held_cursor_and_temporary_table_are_not_reusable(pair: Pair, acr: AcrGr
         with acr_faults.member("m2"), acr_faults.member("m3"):
             app.attempt(lambda: app.execute("SELECT 5"))
         app.attempt(lambda: app.execute("SELECT 6"))
-    check(check_acr_4(history.events()))
+    check(judge(history.events(), history.meta, "ACR-4", "ACR-6"))

@@ -10,7 +10,7 @@ import pytest
 from harness import Check, History, Pair
 from harness.errors import Sql30108N
 from harness.faults.acr import AcrFaults
-from harness.rules.acr import check_acr_1, check_acr_2, check_acr_3, check_acr_5, check_acr_8
+from harness.rules.acr import judge
 from harness.rules.durability import check_no_acknowledged_write_lost
 from harness.topology.acr import AcrGroups
 from harness.workload.acr import final_read
@@ -18,7 +18,7 @@ from harness.workload.acr import final_read
 SETS = ["SET search_path TO public", "SET statement_timeout = '20s'"]
 
 
-@pytest.mark.rule("ACR-1", "ACR-2", "DUR-1")
+@pytest.mark.rule("ACR-1", "ACR-2", "ACR-6", "DUR-1")
 @pytest.mark.topology(mode="sync")
 @pytest.mark.acr(weights=[10, 50, 90])
 def test_member_killed_before_first_statement(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults, make_app: object,
@@ -39,10 +39,11 @@ def test_member_killed_before_first_statement(pair: Pair, acr: AcrGroups, acr_fa
         app.attempt(lambda: (app.write(2), app.commit()))
     final_read(pair.principal.dsn(direct=True), history)
     events = history.events()
-    check([check_acr_1(events), check_acr_2(events), check_no_acknowledged_write_lost(events, mode=pair.mode)])
+    check([*judge(events, history.meta, "ACR-1", "ACR-2", "ACR-6"),
+           check_no_acknowledged_write_lost(events, mode=pair.mode)])
 
 
-@pytest.mark.rule("ACR-3", "ACR-8", "DUR-1")
+@pytest.mark.rule("ACR-3", "ACR-6", "ACR-8", "DUR-1")
 @pytest.mark.topology(mode="sync")
 def test_member_killed_in_the_middle_of_a_transaction(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults,
                                                       make_app: object, history: History, check: Check) -> None:
@@ -65,10 +66,11 @@ def test_member_killed_in_the_middle_of_a_transaction(pair: Pair, acr: AcrGroups
             app.attempt(lambda: (app.write(2), app.write(3), app.write(4), app.commit()))
     final_read(pair.principal.dsn(direct=True), history)
     events = history.events()
-    check([check_acr_3(events), check_acr_8(events), check_no_acknowledged_write_lost(events, mode=pair.mode)])
+    check([*judge(events, history.meta, "ACR-3", "ACR-6", "ACR-8"),
+           check_no_acknowledged_write_lost(events, mode=pair.mode)])
 
 
-@pytest.mark.rule("ACR-5")
+@pytest.mark.rule("ACR-5", "ACR-6")
 @pytest.mark.topology(mode="sync")
 def test_commit_and_rollback_after_full_fetch(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults, make_app: object,
                                               history: History, check: Check) -> None:
@@ -87,4 +89,4 @@ def test_commit_and_rollback_after_full_fetch(pair: Pair, acr: AcrGroups, acr_fa
             app.attempt(lambda: app.execute("DECLARE c CURSOR FOR SELECT 1"))
             with acr_faults.member("m3"):
                 app.attempt(app.commit)
-    check(check_acr_5(history.events()))
+    check(judge(history.events(), history.meta, "ACR-5", "ACR-6"))

@@ -9,7 +9,7 @@ import pytest
 
 from harness import Check, History, Pair
 from harness.faults.acr import AcrFaults
-from harness.rules.acr import check_acr_9
+from harness.rules.acr import check_acr_6, check_acr_9
 from harness.topology.acr import AcrGroups
 
 TIMEOUT = 1.0
@@ -31,7 +31,7 @@ def _blackholed_call(app: object, acr_faults: AcrFaults, member: str, cancel_aft
             killer.join(10)  # type: ignore[attr-defined]
 
 
-@pytest.mark.rule("ACR-9")
+@pytest.mark.rule("ACR-6", "ACR-9")
 @pytest.mark.topology(mode="sync")
 def test_receive_timeout_query_timeout_and_interrupt(pair: Pair, acr: AcrGroups, acr_faults: AcrFaults,
                                                      make_app: object, history: History, check: Check) -> None:
@@ -45,5 +45,6 @@ def test_receive_timeout_query_timeout_and_interrupt(pair: Pair, acr: AcrGroups,
         _blackholed_call(app, acr_faults, "m1", cancel)
         app.client.shutdown()
     events = history.events()
-    check([check_acr_9(events, process=p, receive_timeout=o.get("receive_timeout"),
-                       query_timeout=o.get("query_timeout"), tolerance=TOLERANCE) for p, o, _ in cases])
+    check([*(check_acr_9(events, process=p, receive_timeout=o.get("receive_timeout"),
+                         query_timeout=o.get("query_timeout"), tolerance=TOLERANCE) for p, o, _ in cases),
+           *(check_acr_6(events, process=p) for p, _, _ in cases)])

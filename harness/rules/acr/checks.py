@@ -14,11 +14,13 @@ from harness.rules.acr.judging import (
     kept_or_unknown,
     replay_before,
     replayed,
+    retry_rounds,
     unjudgeable,
 )
 from harness.rules.acr.model import (
     SQLSTATE_COMM,
     SQLSTATE_REROUTED,
+    Model,
     Op,
     all_primary_down,
     build,
@@ -76,14 +78,23 @@ def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
 # ---------------------------------------------------------------------- ACR-2
 
 
-def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
+def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seamless",
+                max_acr_retries: int | None = None, acr_retry_interval: float | None = None,
+                tolerance: float = 0.5) -> Verdict:
     """ACR-2: a transaction's failed first statement is run again on another member after the special
-    registers are replayed; no error reaches the application (seamless mode, reusable transport).
+    registers are replayed; no error reaches the application (seamless mode, reusable transport);
+    retries and their spacing follow ``maxAcrRetries`` and ``acrRetryInterval``.
 
     Judged from the server's view: the first new session of the application after the failure must
-    receive the application's SET statements (in order) before the statement itself."""
+    receive the application's SET statements (in order) before the statement itself. The schedule is
+    judged from the fault proxy's view (accepted and refused connects) on every call that gave up
+    while every address of the primary group was down: ``max_acr_retries`` + 1 rounds over the list,
+    ``acr_retry_interval`` apart (no sooner, and at most ``tolerance`` s later)."""
     rule = "ACR-2"
-    expected = "a failed first statement returns normally, rerun on a new member after the SETs were replayed"
+    expected = ("a failed first statement returns normally, rerun on a new member after the SETs were replayed; "
+                "retries as maxAcrRetries and acrRetryInterval say")
+    if tolerance < 0:
+        raise ConfigError(f"ACR-2: tolerance must be >= 0 seconds, not {tolerance!r}")
     m = build(events, process)
     if (unknown := unjudgeable(m, rule, expected, mode)) is not None:
         return unknown
@@ -104,9 +115,44 @@ def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seaml
                                     f"application had set {wanted}" if new else
                                     f"no new server session received {op.sql!r} again",
                            evidence=[op.invoke, *(idx or []), *([at[1]] if at else [])])
-    return kept_or_unknown(rule, expected, judged, unknown="no first statement failed on a reusable transport",
-                           kept=f"{len(judged)} failed first statement(s) rerun seamlessly after the replay",
-                           evidence=[o.invoke for o in judged])
+    if max_acr_retries is not None or acr_retry_interval is not None:
+        for op in m.ops:
+            bad = _schedule_broken(m, op, max_acr_retries, acr_retry_interval, tolerance)
+            if bad is None:
+                continue
+            if bad:
+                return Verdict(rule, False, expected=expected, observed=bad[0], evidence=[op.invoke, *bad[1]])
+            judged.append(op)
+    return kept_or_unknown(rule, expected, judged,
+                           unknown="no first statement failed on a reusable transport and no call ran out of retries",
+                           kept=f"{len(judged)} failed first statement(s) rerun seamlessly after the replay or "
+                                f"retry schedule(s) kept", evidence=[o.invoke for o in judged])
+
+
+def _schedule_broken(m: Model, op: Op, retries: int | None, interval: float | None,
+                     tolerance: float) -> tuple[str, list[int]] | None:
+    """ACR-2's retry schedule on ``op``: None when ``op`` is not a call that ran out of retries with
+    every primary address down (or its refused connects could not be seen), ``()`` when kept, else
+    (what was observed, the evidence)."""
+    gave_up = op.sqlstate == SQLSTATE_COMM or (op.sqlstate == SQLSTATE_REROUTED and op.fields.get("reason_code") == 4)
+    if op.f not in ("connect", "execute", "commit", "rollback") or not gave_up or not all_primary_down(m, op.t0):
+        return None
+    if m.capture is not True:
+        return None  # refused connects unseen: the rounds cannot be counted
+    tries = [tr for tr in m.transports_in(op.t0, op.t1) if tr.address.group == "primary"]
+    if not tries or any(tr.outcome == "accepted" for tr in tries):
+        return None
+    rounds = retry_rounds(tries)
+    if retries is not None and len(rounds) != retries + 1:
+        return (f"{describe(op)} after {len(rounds)} round(s) over the server list; maxAcrRetries={retries} "
+                f"means {retries + 1}", [tr.index for tr in tries])
+    if interval is not None:
+        for before, after in zip(rounds, rounds[1:], strict=False):
+            gap = after[0].t - before[-1].t
+            if gap < interval - 0.02 or gap > interval + tolerance:
+                return (f"{gap:.3f} s between two rounds over the server list; acrRetryInterval={interval:g} s "
+                        f"(tolerance {tolerance:g} s)", [before[-1].index, after[0].index])
+    return ()
 
 
 # ---------------------------------------------------------------------- ACR-3
@@ -220,23 +266,26 @@ def check_acr_5(events: list[Event], *, process: str = "app", mode: str = "seaml
 
 def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
     """ACR-6: the group-wide address is tried only after every member of the list, and before the client
-    gives up. Needs the refused connects (capture) when members were killed."""
-    rule = "ACR-6"
-    expected = "the group-wide address is tried after every running member, and before giving up"
+    gives up. Judged on every call that opened or tried a transport (a connect, a lazy bind, a
+    reroute): one that tried the group-wide address while a running member was still untried breaks
+    it, and so does one that gave up without trying it while it was up. Needs the refused connects
+    (capture) to judge a group-wide try or a give-up while members were killed."""
+    rule, expected = "ACR-6", "the group-wide address is tried after every running member, and before giving up"
     m = build(events, process)
     if (unknown := unjudgeable(m, rule, expected)) is not None:
         return unknown
     judged = []
     for op in m.ops:
-        if op.f not in ("execute", "commit", "rollback"):
+        if op.f not in ("connect", "execute", "commit", "rollback"):
             continue
         tries = m.transports_in(*_window(op))
         group_tries = [tr for tr in tries if tr.address.kind == "group-address" and tr.address.group == "primary"]
         gave_up = op.sqlstate == SQLSTATE_COMM or (op.sqlstate == SQLSTATE_REROUTED
                                                    and op.fields.get("reason_code") == 4)
-        if not group_tries and not (gave_up and tries):
+        if not tries:
             continue
-        if m.capture is not True and any(m.down(a.name, op.t0, "kill") for a in m.group_members("primary")):
+        if (group_tries or gave_up) and m.capture is not True \
+                and any(m.down(a.name, op.t0, "kill") for a in m.group_members("primary")):
             return Verdict(rule, UNKNOWN, expected=expected,
                            observed="members were refusing connects but the refused-connect capture did not run")
         judged.append(op)
@@ -252,8 +301,9 @@ def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
             return Verdict(rule, False, expected=expected,
                            observed=f"{describe(op)} without trying the group-wide address (which was up)",
                            evidence=[op.invoke, end_of(op), *[tr.index for tr in tries]])
-    return kept_or_unknown(rule, expected, judged, unknown="no call tried the group-wide address or gave up",
-                           kept=f"{len(judged)} call(s) judged", evidence=[o.invoke for o in judged])
+    return kept_or_unknown(rule, expected, judged, unknown="no call opened or tried a transport",
+                           kept=f"{len(judged)} call(s) that opened or tried a transport judged",
+                           evidence=[o.invoke for o in judged])
 
 
 # ---------------------------------------------------------------------- ACR-7
@@ -339,8 +389,10 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
     for op, broken in disruptions(m):
         commit = next((o for o in m.ops if o.f == "commit" and o.status == "ok" and o.t0 > op.t0), None)
         until = commit.t0 if commit else float("inf")
+        # a retry round while every primary address is down tries the whole list again (ACR-2's
+        # maxAcrRetries): that is not a resubmission to the failed member
         again = [tr for tr in m.transports if broken.t < tr.t and op.t0 < tr.t < until
-                 and tr.address.name == broken.address.name]
+                 and tr.address.name == broken.address.name and not all_primary_down(m, tr.t)]
         judged.append(op)
         if again:
             return Verdict(rule, False, expected=expected,

@@ -5,14 +5,37 @@ and close with *unknown* when the situation never arose. Pure: no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from harness.errors import ConfigError
 from harness.rules.acr.model import Model, Op, Session, Transport, first_of, sets_in
 from harness.rules.verdict import UNKNOWN, Verdict
 
 MODES = ("seamless", "non-seamless")
+
+
+#: What the ACR suites record of each application's client (``meta["acr_client"][process]``): its
+#: mode and the options it was built with; the checker parameters that come from it.
+SCHEDULE_OPTIONS = ("max_acr_retries", "acr_retry_interval")
+
+
+def client_params(meta: Mapping[str, Any], process: str = "app") -> dict[str, Any]:
+    """The parameters a history records for the client of ``process`` (the suites write
+    ``meta["acr_client"][process] = {"mode", "options"}`` when they build it): ``mode`` (ACR-2, 3, 5,
+    7 judge one mode each) and the retry schedule ``max_acr_retries`` / ``acr_retry_interval``
+    (ACR-2). Empty for a history that records none."""
+    table = meta.get("acr_client")
+    info = table.get(process) if isinstance(table, Mapping) else None
+    if not isinstance(info, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    if info.get("mode") in MODES:
+        out["mode"] = info["mode"]
+    options = info.get("options")
+    if isinstance(options, Mapping):
+        out.update({k: options[k] for k in SCHEDULE_OPTIONS if k in options})
+    return out
 
 
 def check_mode(mode: str) -> str:
@@ -67,6 +90,23 @@ def replayed(session: Session | None, wanted: list[str], until: float | None = N
         return False, [], []
     got = sets_in(session, until, before=before)
     return [s for s, _ in got] == wanted, [s for s, _ in got], [i for _, i in got]
+
+
+def retry_rounds(tries: Sequence[Transport]) -> list[list[Transport]]:
+    """The client's connection attempts of one call, cut into rounds over the server list (ACR-2's
+    ``maxAcrRetries`` counts them): a round ends with the group-wide address (ACR-6), or, for a client
+    that never tries it, where an address of the round comes again."""
+    rounds: list[list[Transport]] = []
+    current: list[Transport] = []
+    for tr in tries:
+        if current and (current[-1].address.kind == "group-address"
+                        or any(c.address.name == tr.address.name for c in current)):
+            rounds.append(current)
+            current = []
+        current.append(tr)
+    if current:
+        rounds.append(current)
+    return rounds
 
 
 class Replay(NamedTuple):
