@@ -22,11 +22,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     ids = rule_ids_of(item)
     if not ids:
         return
-    from harness.report.allure import allure_active, apply_labels, validate_rule_ids
+    from harness.report.allure import (
+        allure_active,
+        apply_labels,
+        apply_run_parameters,
+        run_parameters,
+        validate_rule_ids,
+    )
 
     ids = validate_rule_ids(ids)
     if allure_active(item.config):
         apply_labels(ids)
+        opts = item.config.stash[OPTIONS_KEY]
+        apply_run_parameters(run_parameters(opts.engine, opts.backend, opts.client))
 
 
 class VerdictCheck:
@@ -72,7 +80,9 @@ def check(request: pytest.FixtureRequest) -> VerdictCheck:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """With ``--alluredir``: write ``categories.json`` and ``environment.properties`` once, from the
-    controller (xdist workers hand their run-time environment entries over as small files)."""
+    controller (xdist workers hand their run-time environment entries over as small files). A
+    results folder that already holds another run's environment keeps it: a value that differs is
+    listed beside it (two engines: ``engine=postgres, mariadb``)."""
     config = session.config
     opts = config.stash.get(OPTIONS_KEY, None)
     if opts is None or opts.alluredir is None:
@@ -98,7 +108,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     merged.update(extra)
     write_categories(opts.alluredir)
     write_environment(opts.alluredir, collect_environment(opts.backend, opts.engine, opts.client,
-                                                          extra=merged))
+                                                          extra=merged), merge=True)
 
 
 #: The ``check`` fixture's type, for annotations in suites (``from harness import Check``).

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -214,6 +215,44 @@ def apply_labels(rule_ids: Iterable[str]) -> None:
         allure.dynamic.link(url, name=name)
 
 
+#: What tells two runs of one test apart (Allure parameters: part of each result's historyId, so one
+#: test run on two engines, two backends or for two clients is two test cases side by side, and
+#: the trend counts them apart).
+RUN_PARAMETERS = ("engine", "backend", "client")
+
+
+def run_parameters(engine: str, backend: str, client: str | None) -> dict[str, str]:
+    """The Allure parameters of one result: engine, backend and client under test (``reference``
+    when none is named: each profile's reference client)."""
+    return {"engine": engine, "backend": backend, "client": client or "reference"}
+
+
+def apply_run_parameters(values: Mapping[str, str]) -> None:
+    """Set :func:`run_parameters` on the running test (``allure.dynamic.parameter``)."""
+    import allure
+
+    for key, value in values.items():
+        allure.dynamic.parameter(key, value)
+
+
+def runs_in_results(results_dir: Path) -> dict[str, list[str]]:
+    """Every engine, backend and client the results of ``results_dir`` were run with (their
+    :data:`RUN_PARAMETERS`), each list in first-seen order; empty lists for results without them."""
+    seen: dict[str, list[str]] = {k: [] for k in RUN_PARAMETERS}
+    for path in sorted(Path(results_dir).glob("*-result.json")):
+        try:
+            params = json.loads(path.read_text(encoding="utf-8")).get("parameters") or []
+        except (OSError, ValueError):
+            continue
+        for p in params:
+            name, value = p.get("name"), p.get("value")
+            if name in seen and isinstance(value, str):
+                value = value.strip("'\"")
+                if value not in seen[name]:
+                    seen[name].append(value)
+    return seen
+
+
 def attach_history(history_json: str | bytes, svg: str | None, name: str = "history") -> None:
     """Attach a history (JSON lines) and its timeline (SVG) to the running test or fixture, both
     redacted (issue 17)."""
@@ -386,12 +425,51 @@ def _prop_escape(text: str) -> str:
     return out.replace("=", "\\=").replace(":", "\\:")
 
 
-def write_environment(results_dir: Path, values: Mapping[str, Any], overwrite: bool = True) -> Path:
+def read_environment(results_dir: Path) -> dict[str, str]:
+    """The ``environment.properties`` of a results folder as written by :func:`write_environment`
+    (empty when there is none)."""
+    path = Path(results_dir) / "environment.properties"
+    if not path.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"((?:[^\\=]|\\.)*)=(.*)$", line)
+        if m:
+            out[_prop_unescape(m.group(1))] = _prop_unescape(m.group(2))
+    return out
+
+
+def _prop_unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), text)
+
+
+def merge_environment(old: Mapping[str, str], new: Mapping[str, Any]) -> dict[str, str]:
+    """``new`` over ``old``, except that a key both name with different values lists both (``postgres,
+    mariadb``): a results folder that several runs appended to shows every engine, backend and client
+    it holds."""
+    out = dict(old)
+    for key, value in new.items():
+        if value is None:
+            continue
+        value = str(value)
+        known = [v.strip() for v in out[key].split(", ")] if key in out else []
+        if not known:
+            out[key] = value
+        elif value not in known:
+            out[key] = ", ".join([*known, value])
+    return out
+
+
+def write_environment(results_dir: Path, values: Mapping[str, Any], overwrite: bool = True,
+                      merge: bool = False) -> Path:
     """Write ``environment.properties`` (``key=value`` lines, Java properties escaping) into the
-    Allure results folder. Written atomically."""
+    Allure results folder. Written atomically. ``merge``: keep what the file already lists and add
+    the values that differ (:func:`merge_environment`)."""
     path = Path(results_dir) / "environment.properties"
     if path.exists() and not overwrite:
         return path
+    if merge:
+        values = merge_environment(read_environment(results_dir), values)
     lines = [f"{_prop_escape(k).replace(' ', '_')}={_prop_escape(redact(str(v)))}"
              for k, v in values.items() if v is not None]
     _atomic_write(path, "\n".join(lines) + "\n")

@@ -17,7 +17,14 @@ from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError, MissingDependencyError
 from harness.paths import repo_root, reports_dir, unwritable_reason
-from harness.report.allure import collect_environment, write_categories, write_environment
+from harness.report.allure import (
+    RUN_PARAMETERS,
+    collect_environment,
+    read_environment,
+    runs_in_results,
+    write_categories,
+    write_environment,
+)
 
 
 def allure_binary() -> Path:
@@ -77,6 +84,18 @@ def carry_trend_history(previous_report: Path, results: Path) -> bool:
     return True
 
 
+def list_runs(results: Path) -> dict[str, str]:
+    """Make the environment block name every engine, backend and client the results were run with
+    (their Allure parameters), whatever each run wrote; returns the environment written."""
+    env = read_environment(results)
+    runs = runs_in_results(results)
+    for key in RUN_PARAMETERS:
+        if runs[key]:
+            env[key] = ", ".join(runs[key])
+    write_environment(results, env)
+    return env
+
+
 def _require_writable(folder: Path, option: str) -> None:
     reason = unwritable_reason(folder)
     if reason:
@@ -114,6 +133,7 @@ def build_report(results: Path | None = None, output: Path | None = None, *, sin
     if not (results / "environment.properties").exists():
         write_environment(results, environment or collect_environment(
             "not recorded", "not recorded", None, extra={"client": "not recorded"}))
+    list_runs(results)
     env = dict(os.environ, ALLURE_NO_ANALYTICS="true")
     env.setdefault("JAVA_HOME", str(Path(java).resolve().parent.parent))
     cmd = [str(allure), "generate", str(results), "-o", str(output), "--clean"]
