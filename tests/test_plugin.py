@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -154,12 +155,16 @@ def test_allure_statuses_labels_attachments_and_session_files(pytester: pytest.P
     assert [(s["name"], s["status"]) for s in res["test_unknown"]["steps"]] == [
         ("PER-1 Keepalive on switchover: unknown", "broken")]
     assert labels(res["test_harness_error"], "epic") == ["Cross-cutting"]
-    # history + timeline attached to the test itself, for passed and failed tests alike
+    # history + timeline attached to the test itself: a passed test's windows as text, the whole
+    # history of a failed or broken one compressed (docs/reports.md, "Report size")
     for name in ("test_kept", "test_violated", "test_harness_error"):
         attached = [(a["name"], a["type"]) for a in res[name].get("attachments", [])]
-        assert attached == [("history.jsonl", "text/plain"), ("history timeline", "image/svg+xml")], name
+        whole = name != "test_kept"
+        first = ("history.jsonl.gz (whole history)", "application/gzip") if whole else ("history.jsonl", "text/plain")
+        assert attached == [first, ("history timeline", "image/svg+xml")], name
         source = pytester.path / "res" / res[name]["attachments"][0]["source"]
-        assert json.loads(source.read_text().splitlines()[0])["meta"]["test"].endswith(name)
+        text = gzip.decompress(source.read_bytes()).decode() if whole else source.read_text()
+        assert json.loads(text.splitlines()[0])["meta"]["test"].endswith(name)
     assert not res["test_unknown"].get("attachments")  # it has no history fixture
     categories = json.loads((pytester.path / "res" / "categories.json").read_text())
     assert [c["name"] for c in categories][:1] == ["Rule violations"] and "Harness errors" in str(categories)

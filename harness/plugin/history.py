@@ -91,7 +91,23 @@ def _finish_history(item: pytest.Item, h: History, path: Path) -> None:
     if allure_active(item.config):
         # attached by pytest_runtest_teardown below, once every fixture is finalised, so that the
         # files sit on the test itself rather than under this fixture's "Tear down" entry
-        item.stash[ATTACH_KEY] = (path.read_bytes(), svg)
+        item.stash[ATTACH_KEY] = (_attachment(h, path, item), svg)
+
+
+#: Evidence events per verdict that a passed test's attachment keeps a window around.
+EVIDENCE_ANCHORS = 50
+
+
+def _attachment(h: History, path: Path, item: pytest.Item) -> tuple[bytes, bool]:
+    """What the report carries of the history (docs/reports.md, "Report size"): the saved file whole
+    and gzip-compressed for a test that did not pass, else its windows around faults and evidence
+    (:mod:`harness.report.attachment`); ``(body, compressed)``."""
+    from harness.report.attachment import compressed, trimmed_jsonl
+
+    if h.meta["outcome"] != "passed":
+        return compressed(path.read_bytes()), True
+    evidence = [i for v in item.stash.get(VERDICTS_KEY, []) for i in list(v.evidence)[:EVIDENCE_ANCHORS]]
+    return trimmed_jsonl(dict(h.meta), h.events(), evidence, str(path)).encode("utf-8"), False
 
 
 @pytest.hookimpl(wrapper=True)
@@ -104,6 +120,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if payload is not None:
             from harness.report.allure import attach_history
 
-            attach_history(payload[0], payload[1], name="history")
+            (body, gz), svg = payload
+            attach_history(body, svg, name="history", compressed=gz)
 
 

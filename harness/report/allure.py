@@ -237,14 +237,17 @@ def apply_run_parameters(values: Mapping[str, str]) -> None:
 
 def runs_in_results(results_dir: Path) -> dict[str, list[str]]:
     """Every engine, backend and client the results of ``results_dir`` were run with (their
-    :data:`RUN_PARAMETERS`), each list in first-seen order; empty lists for results without them."""
+    :data:`RUN_PARAMETERS`), each list in the order the runs started; empty lists for results
+    without them."""
     seen: dict[str, list[str]] = {k: [] for k in RUN_PARAMETERS}
-    for path in sorted(Path(results_dir).glob("*-result.json")):
+    results = []
+    for path in Path(results_dir).glob("*-result.json"):
         try:
-            params = json.loads(path.read_text(encoding="utf-8")).get("parameters") or []
+            results.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue
-        for p in params:
+    for result in sorted(results, key=lambda r: (r.get("start") or 0, r.get("uuid") or "")):
+        for p in result.get("parameters") or []:
             name, value = p.get("name"), p.get("value")
             if name in seen and isinstance(value, str):
                 value = value.strip("'\"")
@@ -253,14 +256,19 @@ def runs_in_results(results_dir: Path) -> dict[str, list[str]]:
     return seen
 
 
-def attach_history(history_json: str | bytes, svg: str | None, name: str = "history") -> None:
-    """Attach a history (JSON lines) and its timeline (SVG) to the running test or fixture, both
-    redacted (issue 17)."""
+def attach_history(history_json: str | bytes, svg: str | None, name: str = "history",
+                   compressed: bool = False) -> None:
+    """Attach a history (JSON lines; ``compressed``: gzip of JSON lines, already redacted when saved)
+    and its timeline (SVG) to the running test or fixture, both redacted (no secret in any output)."""
     import allure
 
-    # JSON lines is not one JSON document: attach it as text so Allure shows it verbatim
-    allure.attach(redact_attachment(history_json, "history.jsonl"), name=f"{name}.jsonl",
-                  attachment_type="text/plain", extension="jsonl")
+    if compressed:
+        allure.attach(history_json, name=f"{name}.jsonl.gz (whole history)", attachment_type="application/gzip",
+                      extension="jsonl.gz")
+    else:
+        # JSON lines is not one JSON document: attach it as text so Allure shows it verbatim
+        allure.attach(redact_attachment(history_json, "history.jsonl"), name=f"{name}.jsonl",
+                      attachment_type="text/plain", extension="jsonl")
     if svg is not None:
         allure.attach(redact(svg), name=f"{name} timeline", attachment_type=allure.attachment_type.SVG)
 
