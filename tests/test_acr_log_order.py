@@ -3,8 +3,8 @@ time or a text sort (RULEBOOK ACR-2, ACR-3, ACR-4, ACR-7: the replay of the spec
 from the server's view). Equal log times are normal: a fast client's SETs and statement land in one
 millisecond of the log.
 
-* a real PostgreSQL log with a replay and its statement in one millisecond, spliced into an ACR
-  history: a correct fast client keeps every ACR rule;
+* (tests/test_acr_real_log.py: a real PostgreSQL log with a replay and its statement in one
+  millisecond, spliced into an ACR history: a correct fast client keeps every ACR rule);
 * property (hypothesis): any bursts of server statements sharing one log time give every ACR
   checker the verdict it gives with distinct times, for keeping and for breaking histories;
 * property (hypothesis): a server log read by :class:`StatementLog` in any cut of reads gives the
@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_acr_checkers import (  # the synthetic ACR histories of the checker tests
@@ -28,13 +27,11 @@ from test_acr_checkers import (  # the synthetic ACR histories of the checker te
     _first_statement_case,
     _held_cursor_case,
     _later_statement_case,
-    _prologue,
 )
 
-from harness import Pair
-from harness.history.core import Event, History
+from harness.history.core import Event
 from harness.rules.acr import check_acr_2
-from harness.topology.serverlog import SETTINGS, StatementLog, parse_line, to_event
+from harness.topology.serverlog import StatementLog
 
 # ---------------------------------------------------------------------- the histories judged
 
@@ -111,61 +108,6 @@ def test_every_burst_in_one_millisecond_keeps_and_breaks_as_before() -> None:
     # the property is not vacuous: the cases keep and break ACR-2
     assert check_acr_2(CASES["first-kept"].events()).valid is True
     assert check_acr_2(_share_times(CASES["first-reversed"].events(), [True])).valid is False
-
-
-# ---------------------------------------------------------------------- a real log, one millisecond
-
-
-def _one_millisecond_burst(pair: Pair, statements: list[str], tries: int = 400) -> list[dict[str, Any]]:
-    """Send ``statements`` in one pipeline (one session) until the server logs them all in one
-    millisecond; their parsed log records, in log order."""
-    log = Path(pair.principal.log_path)
-    with psycopg.connect(pair.principal.dsn(direct=True), autocommit=True, application_name="app") as conn:
-        for _ in range(tries):
-            start = log.stat().st_size
-            with conn.pipeline():
-                for sql in statements:
-                    conn.execute(sql)
-            with log.open("r", errors="replace") as fh:
-                fh.seek(start)
-                recs = [r for r in map(parse_line, fh.read().splitlines()) if r and r["application"] == "app"]
-            stmts = [r for r in recs if (ev := to_event(r)) and ev[0] == "server.stmt"]
-            sqls = [ev[1]["sql"] for r in stmts if (ev := to_event(r))]
-            if sqls == statements and len({r["epoch"] for r in stmts}) == 1:
-                return stmts
-    raise AssertionError(f"the server never logged {len(statements)} pipelined statements in one millisecond "
-                         f"in {tries} tries")
-
-
-def test_a_fast_correct_client_keeps_every_acr_rule_from_a_real_server_log() -> None:
-    """A correct client replays its SETs and reruns the failed first statement within one millisecond
-    of the server's log (measured on a real PostgreSQL 15): every ACR rule is kept or unknown, ACR-2
-    kept - never a violation."""
-    with Pair(history=History()) as pair:
-        with pair.principal.admin() as conn:
-            for key, value in SETTINGS.items():
-                conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
-            conn.execute("SELECT pg_reload_conf()")
-        burst = _one_millisecond_burst(pair, [*SETS, "SELECT 2"])
-    # the failure case of the checker tests, with the replay session's statements from the real log
-    h = _prologue()
-    h.kill("m1")
-    h.publish(down=("m1",))
-    op, value = h.stmt("SELECT 2", 2, 0, server=False)
-    h.transport("m2")
-    t = h.t + 0.001
-    for rec in burst:
-        _, fields = to_event(rec)  # type: ignore[misc]
-        h.h.record("server.stmt", t=t, node="n1", **{**fields, "session": h.session})
-    h.t = t
-    h.ok(op, "execute", value)
-    h.heal()
-    events = h.events()
-    replay = [e for e in events if e.type == "server.stmt" and e.get("session") == h.session]
-    assert len({e.t for e in replay}) == 1 and len(replay) == 3  # one millisecond, as the server logged it
-    verdicts = {c.__name__: _judge(c, events) for c in ALL}
-    assert verdicts["check_acr_2"].valid is True, verdicts["check_acr_2"].summary
-    assert all(v.valid is not False for v in verdicts.values()), {k: v.summary for k, v in verdicts.items()}
 
 
 # ---------------------------------------------------------------------- StatementLog: any cut of reads

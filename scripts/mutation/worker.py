@@ -229,8 +229,9 @@ def run_jobs(
                 running[pid] = (job, time.monotonic())
             pid, wait_status = os.waitpid(-1, os.WNOHANG)
             if pid:
-                job, started = running.pop(pid)
-                done(_outcome(job, wait_status, started, False))
+                entry = running.pop(pid, None)
+                if entry is not None:  # else a process the baseline's tests left behind: reaped, not ours
+                    done(_outcome(entry[0], wait_status, entry[1], False))
                 continue
             now = time.monotonic()
             for pid, (job, started) in list(running.items()):
