@@ -39,21 +39,31 @@ def test_a_passed_test_keeps_rare_events_and_bulk_near_faults_and_evidence() -> 
     evidence_t = events[10].t
     assert all(49.0 <= t <= 51.3 or evidence_t - 1 <= t <= evidence_t + 1 for t in bulk_t)
     assert 49.0 in bulk_t and 51.0 in bulk_t and 52.0 not in bulk_t
+    dense = History()
+    for i in range(1000):
+        dense.record("op.ok", t=i * 0.001)
+    dense.record("fault.start", t=0.5)
+    assert len(trim(dense.events(), per_side=25)) == 51  # 25 each side of the fault, and the fault
     assert [e.index for e in kept] == sorted(e.index for e in kept)
     assert len(kept) < len(events) / 5
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["op.ok", "conn.accepted", "fault.start", "harness.x"]),
-                          st.integers(0, 20)), max_size=60), st.floats(0.0, 3.0))
-def test_trim_keeps_exactly_what_lies_near_an_anchor_even_with_equal_times(items: list[tuple[str, int]],
-                                                                          window: float) -> None:
+                          st.integers(0, 20)), max_size=60), st.floats(0.0, 3.0), st.integers(1, 5))
+def test_trim_keeps_exactly_the_nearest_bulk_events_even_with_equal_times(items: list[tuple[str, int]],
+                                                                         window: float, per_side: int) -> None:
     events = [Event(i, float(t), typ, {}) for i, (typ, t) in enumerate(items)]  # many share a time
-    kept = {e.index for e in trim(events, window=window)}
-    marks = [e.t for e in events if e.type.startswith("fault.")]
+    kept = {e.index for e in trim(events, window=window, per_side=per_side)}
+    marks = sorted({e.t for e in events if e.type.startswith("fault.")})
+    bulk = sorted((e for e in events if e.type.startswith(BULK_PREFIXES)), key=lambda e: (e.t, e.index))
+    want = set()
+    for m in marks:
+        before = [e for e in bulk if e.t < m][-per_side:]
+        after = [e for e in bulk if e.t >= m][:per_side]
+        want |= {e.index for e in before + after if abs(e.t - m) <= window}
     for e in events:
-        near = any(abs(e.t - m) <= window for m in marks)
-        assert (e.index in kept) == (not e.type.startswith(BULK_PREFIXES) or near), (e, marks)
+        assert (e.index in kept) == (not e.type.startswith(BULK_PREFIXES) or e.index in want), (e, marks)
 
 
 def test_the_trimmed_header_says_what_was_cut_and_where_the_whole_is() -> None:

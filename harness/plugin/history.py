@@ -91,23 +91,34 @@ def _finish_history(item: pytest.Item, h: History, path: Path) -> None:
     if allure_active(item.config):
         # attached by pytest_runtest_teardown below, once every fixture is finalised, so that the
         # files sit on the test itself rather than under this fixture's "Tear down" entry
-        item.stash[ATTACH_KEY] = (_attachment(h, path, item), svg)
+        item.stash[ATTACH_KEY] = _attachment(h, path, item, svg)
 
 
 #: Evidence events per verdict that a passed test's attachment keeps a window around.
-EVIDENCE_ANCHORS = 50
+EVIDENCE_ANCHORS = 10
 
 
-def _attachment(h: History, path: Path, item: pytest.Item) -> tuple[bytes, bool]:
-    """What the report carries of the history (docs/reports.md, "Report size"): the saved file whole
-    and gzip-compressed for a test that did not pass, else its windows around faults and evidence
-    (:mod:`harness.report.attachment`); ``(body, compressed)``."""
-    from harness.report.attachment import compressed, trimmed_jsonl
+def _attachment(h: History, path: Path, item: pytest.Item, svg: str | None) -> tuple[tuple[bytes, bool], str | None]:
+    """What the report carries of the history and its timeline (docs/reports.md, "Report size"): for
+    a test that did not pass, the saved file whole and gzip-compressed and the whole timeline; for a
+    passed one the events nearest its faults and evidence (:mod:`harness.report.attachment`) and the
+    timeline of those. ``((body, compressed), svg)``; the saved files stay whole."""
+    from harness.history.timeline import render_svg
+    from harness.report.attachment import compressed, trim, trimmed_jsonl
 
     if h.meta["outcome"] != "passed":
-        return compressed(path.read_bytes()), True
+        return (compressed(path.read_bytes()), True), svg
+    events = h.events()
     evidence = [i for v in item.stash.get(VERDICTS_KEY, []) for i in list(v.evidence)[:EVIDENCE_ANCHORS]]
-    return trimmed_jsonl(dict(h.meta), h.events(), evidence, str(path)).encode("utf-8"), False
+    kept = trim(events, evidence)
+    body = trimmed_jsonl(dict(h.meta), events, evidence, str(path), kept=kept).encode("utf-8")
+    if svg is not None and len(kept) < len(events):
+        try:
+            svg = render_svg(History.from_events(kept, dict(h.meta)),
+                             title=f"{item.nodeid} - near faults and evidence (whole: {path.with_suffix('.svg')})")
+        except Exception:  # the whole timeline is attached instead
+            pass
+    return (body, False), svg
 
 
 @pytest.hookimpl(wrapper=True)
