@@ -143,10 +143,78 @@ def test_icm3_probe_window_is_a_parameter() -> None:
     assert check_icm_3(h.events(), probe_window=60.0).valid is True
 
 
-def test_icm3_without_fault_proxy_events_is_unknown() -> None:
+def test_icm3_a_router_that_declares_probing_and_never_probes_is_a_violation() -> None:
+    """No fault-proxy events at all (an external proxy) does not hide a router that never pings."""
     h = IcmHistory()
-    h.open(chosen="s1", probe=[], redirect=False)
-    assert check_icm_3(h.events()).status == "unknown"
+    h.router("never-pings")  # no ICM-3 limitation: it claims to probe
+    h.open(chosen="s1", probe=[], conns=False)
+    h.open(chosen="s2", probe=[], conns=False, redirect=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and v.rule_id == "ICM-3"
+    assert "no ping of its https port" in v.observed and "declares that it probes" in v.observed
+    assert h.events()[-1].index not in v.evidence and any(
+        h.events()[i].type == "icm.router.start" for i in v.evidence)  # the declaration is evidence
+    assert len(v.details["violations"]) == 2
+
+
+def test_icm3_a_router_that_declares_it_cannot_probe_is_judged_all_the_same() -> None:
+    h = IcmHistory()
+    h.router("nginx", "proxy", {"ICM-3": "no active health checks"})
+    h.open(chosen="s1", probe=[], conns=False, redirect=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and "declares it cannot: no active health checks" in v.observed
+
+
+def test_icm3_kept_by_pings_through_the_fault_proxy_without_connection_events() -> None:
+    h = IcmHistory()
+    h.router()
+    h.open(chosen="s1", via="proxy", conns=False)
+    assert check_icm_3(h.events()).status == "kept"
+
+
+def test_icm3_unknown_only_when_the_pings_path_cannot_be_observed() -> None:
+    """Pings seen at the server, but neither ``via`` nor fault-proxy events: the path is not observable."""
+    h = IcmHistory()
+    h.router()
+    h.open(chosen="s1", conns=False)
+    v = check_icm_3(h.events())
+    assert v.status == "unknown" and "external proxy" in v.observed
+    h.t += 30  # beyond the probe window of the first request's pings
+    h.open(chosen="s2", probe=[], conns=False)  # an observable violation is still one
+    assert check_icm_3(h.events()).valid is False
+
+
+def test_icm3_pings_bypassing_the_fault_proxy_do_not_count() -> None:
+    kept = IcmHistory()
+    kept.open(chosen="s1", via="proxy")
+    assert check_icm_3(kept.events()).valid is True
+    h = IcmHistory()
+    h.cut("s1:http")  # a direct ping still answers on a cut port; the request is https, so s1 is reachable
+    h.open(chosen="s1", via="direct")
+    v = check_icm_3(h.events())
+    assert v.valid is False and "bypassing its fault proxy" in v.observed
+    assert all(h.events()[i].get("via") == "direct" for i in v.evidence if h.events()[i].type == "icm.ping")
+
+
+def test_icm3_pings_without_via_and_no_connection_at_the_proxy_bypassed_it() -> None:
+    h = IcmHistory()
+    h.rec("conn.accepted", proxy="p-s9-http", conn_id=0, client="x")  # the proxy reports connections
+    h.open(chosen="s1", conns=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and "bypassed the fault proxy" in v.observed
+
+
+@pytest.mark.parametrize("redirect", [True, False], ids=["redirect", "proxy"])
+def test_icm3_a_ping_after_the_decision_is_no_probe_even_at_the_same_timestamp(redirect: bool) -> None:
+    """Log order decides "before the decision", not timestamps: every event here has the same ``t``."""
+    h = IcmHistory(ticks=iter(()))  # every step 0: one timestamp for the whole history
+    h.open(chosen="s1", via="proxy", probe_late=True, redirect=redirect)
+    assert len({e.t for e in h.events()}) == 1
+    v = check_icm_3(h.events())
+    assert v.valid is False and "no ping" in v.observed
+    h2 = IcmHistory(ticks=iter(()))
+    h2.open(chosen="s1", via="proxy", redirect=redirect)
+    assert check_icm_3(h2.events()).valid is True
 
 
 # ---------------------------------------------------------------------------------------- ICM-4
