@@ -97,6 +97,64 @@ def test_icm2_reported_states_must_match_the_thresholds() -> None:
     assert check_icm_2(h.events()).valid is False
 
 
+#: Capacities off the default 100 (s1 37, s2 250): the index follows sessions / capacity, so a router
+#: that ignores capacity (index = 100 - sessions) sees s1 as 80 (really 45: BUSY under threshold 50)
+#: and s2 as 0 (really 60: the lightest available server).
+CAPACITY_LOADS = {"s1": (20, 37), "s2": (100, 250), "s3": (50, 100)}
+
+
+def _capacities(h: IcmHistory, with_index: bool = True) -> None:
+    for server, (sessions, capacity) in CAPACITY_LOADS.items():
+        h.state(server, sessions=sessions, capacity=capacity, availability_threshold=50, with_index=with_index)
+
+
+def _ignoring_capacity(sessions: int) -> int:
+    return max(0, 100 - sessions)
+
+
+def test_icm2_capacity_changes_the_index_here() -> None:
+    """The scenario's premise: with capacity honoured and ignored the indices and states differ."""
+    honoured = {s: availability_index(n, c) for s, (n, c) in CAPACITY_LOADS.items()}
+    ignored = {s: _ignoring_capacity(n) for s, (n, _) in CAPACITY_LOADS.items()}
+    assert honoured == {"s1": 45, "s2": 60, "s3": 50} and ignored == {"s1": 80, "s2": 0, "s3": 50}
+
+
+def test_icm2_a_router_reporting_an_index_that_ignores_capacity_is_a_violation() -> None:
+    def report(index_of: dict[str, int]) -> list[dict[str, object]]:
+        return [{"server": s, "index": index_of[s], "states": ["BUSY"] if index_of[s] < 50 else []}
+                for s in CAPACITY_LOADS]
+
+    h = IcmHistory()
+    _capacities(h)
+    h.open(chosen="s2", decision=report({s: availability_index(n, c) for s, (n, c) in CAPACITY_LOADS.items()}))
+    assert check_icm_2(h.events()).valid is True
+    h.open(chosen="s1", decision=report({s: _ignoring_capacity(n) for s, (n, _) in CAPACITY_LOADS.items()}))
+    v = check_icm_2(h.events())
+    assert v.valid is False and "s1 as index 80" in v.observed and "index 45 ['BUSY']" in v.observed
+
+
+@pytest.mark.parametrize("with_index", [True, False], ids=["recorded-index", "derived-index"])
+def test_icm2_a_server_busy_only_by_its_capacity_is_not_available(with_index: bool) -> None:
+    """No router report: the choice alone shows a router that ignores capacity (s1 looks lightest at 80,
+    but 20 of 37 sessions is index 45, BUSY under threshold 50). Also when the state events carry no
+    ``availability``: the model derives it from sessions and capacity."""
+    h = IcmHistory()
+    _capacities(h, with_index)
+    h.open(chosen="s2", redirect=False)
+    assert [c(h.events()).valid for c in (check_icm_2, check_icm_4, check_icm_5)] == [True, True, True]
+    h.open(chosen="s1", redirect=False)
+    assert [c(h.events()).valid for c in (check_icm_2, check_icm_4, check_icm_5)] == [False, False, False]
+    assert "index 45" in check_icm_2(h.events()).observed
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions=st.integers(min_value=0, max_value=10**6), capacity=st.integers(min_value=-5, max_value=10**6))
+def test_icm2_the_model_index_is_the_stand_ins(sessions: int, capacity: int) -> None:
+    from harness.rules.icm.model import availability_index as model_index
+
+    assert model_index(sessions, capacity) == availability_index(sessions, capacity)
+
+
 # ---------------------------------------------------------------------------------------- ICM-3
 def test_icm3_kept_when_the_chosen_port_was_pinged() -> None:
     h = IcmHistory()

@@ -42,11 +42,11 @@ class IcmHistory:
         return self.h.events()
 
     def state(self, server: str, sessions: int = 0, capacity: int = 100, availability_threshold: int = 0,
-              max_users: int = 0, restricted: int = 0) -> None:
-        """``icm.server.state`` as the stand-in records it."""
+              max_users: int = 0, restricted: int = 0, with_index: bool = True) -> None:
+        """``icm.server.state`` as the stand-in records it (``with_index`` False: without ``availability``)."""
+        index = {"availability": availability_index(sessions, capacity)} if with_index else {}
         self.rec("icm.server.state", server=server, sessions=sessions, capacity=capacity,
-                 availability_threshold=availability_threshold, max_users=max_users, restricted=restricted,
-                 availability=availability_index(sessions, capacity))
+                 availability_threshold=availability_threshold, max_users=max_users, restricted=restricted, **index)
 
     def router(self, name: str = "reference", mode: str = "redirect",
                limitations: dict[str, str] | None = None) -> None:
