@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import ConfigError
@@ -409,3 +409,73 @@ def test_icm7_restarted_server_may_serve_the_bookmark() -> None:
     h.up("s2")
     h.open(chosen="s2", process="alice", target="bookmark", redirect=False, auth="login")
     assert check_icm_7(h.events()).valid is True
+
+
+# ---------------------------------------------------------------------------------- log order, not clocks
+SERVERS = ("s1", "s2", "s3")
+_state = st.tuples(st.just("state"), st.sampled_from(SERVERS), st.integers(0, 120), st.sampled_from((37, 100, 250)),
+                   st.sampled_from((0, 50, 95)), st.sampled_from((0, 10)), st.sampled_from((0, 1)))
+_cut = st.tuples(st.just("cut"), st.sampled_from(SERVERS), st.sampled_from(("http", "https")))
+_down = st.tuples(st.just("down"), st.sampled_from(SERVERS))
+_open = st.fixed_dictionaries({
+    "database": st.sampled_from(("mail.nsf", "crm.nsf", "docs.nsf")),
+    "chosen": st.sampled_from((None, *SERVERS)), "scheme": st.sampled_from(("http", "https")),
+    "process": st.sampled_from(("alice", "bob")), "target": st.sampled_from(("router", "router", "bookmark")),
+    "probe": st.sampled_from((None, [], ["s1"], ["s2", "s3"])), "probe_scheme": st.sampled_from((None, "http")),
+    "redirect": st.booleans(), "auth": st.sampled_from(("login", "session")), "via": st.sampled_from((None, "proxy",
+                                                                                                   "direct")),
+    "conns": st.booleans(), "probe_late": st.booleans(),
+}).map(lambda kw: ("open", kw))
+_steps = st.lists(st.one_of(_state, _cut, _down, _open, _open, _open), min_size=1, max_size=15)
+#: A router pinging only after its redirect: at one timestamp, a clock-ordered checker takes the pings
+#: for probes before the decision.
+LATE_PINGS = [("open", {"database": "mail.nsf", "chosen": "s1", "scheme": "https", "process": "alice",
+                        "target": "router", "probe": None, "probe_scheme": None, "redirect": True, "auth": "login",
+                        "via": None, "conns": True, "probe_late": True})]
+#: Steps between events: 0 (the same timestamp as the one before) or one step of a 1 ms log clock.
+_ticks = st.lists(st.sampled_from((0.0, 0.0, 0.001)), min_size=1, max_size=400)
+
+
+def _history(steps: list[tuple[object, ...]], ticks: list[float] | None) -> IcmHistory:
+    h = IcmHistory(ticks=None if ticks is None else iter(ticks))
+    h.router()
+    cuts: dict[str, int] = {}
+    for step in steps:
+        kind = step[0]
+        if kind == "state":
+            _, server, sessions, capacity, threshold, max_users, restricted = step
+            h.state(server, sessions=sessions, capacity=capacity, availability_threshold=threshold,
+                    max_users=max_users, restricted=restricted)
+        elif kind == "cut":
+            port = f"{step[1]}:{step[2]}"
+            if port in cuts:
+                h.heal(cuts.pop(port), port)
+            else:
+                cuts[port] = h.cut(port)
+        elif kind == "down":
+            (h.up if step[1] in h.down_servers else h.down)(step[1])
+        else:
+            h.open(**step[1])  # type: ignore[arg-type]
+    return h
+
+
+def _verdicts(h: IcmHistory) -> list[object]:
+    events = h.events()
+    return [c(events).valid for c in (check_icm_1, check_icm_2, check_icm_3, check_icm_4, check_icm_5, check_icm_6,
+                                      check_icm_7)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_steps, ticks=_ticks)
+@example(steps=LATE_PINGS, ticks=[0.0])
+def test_equal_timestamps_give_the_verdicts_of_distinct_ones(steps: list[tuple[object, ...]],
+                                                             ticks: list[float]) -> None:
+    """Every ICM checker orders by the history's order (event index): a history whose events share
+    timestamps - a 1 ms log clock, most steps 0, the rest of the history on one timestamp - is judged
+    exactly as the same history with a distinct timestamp per event."""
+    distinct = _history(steps, None)
+    coarse = _history(steps, ticks)
+    assert [e.type for e in coarse.events()] == [e.type for e in distinct.events()]
+    assert distinct.events()[-1].t - distinct.events()[0].t < 5.0  # inside one probe window either way
+    assume(len({e.t for e in coarse.events()}) < len(coarse.events()))  # timestamps really are shared
+    assert _verdicts(coarse) == _verdicts(distinct)

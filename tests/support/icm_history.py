@@ -22,6 +22,7 @@ class IcmHistory:
         self.h = History()
         self.t = 1000.0
         self.ticks = ticks
+        self.down_servers: set[str] = set()
         self._n = 0
         self._fault = 0
         servers = [{"name": s, "databases": list(dbs),
@@ -70,10 +71,12 @@ class IcmHistory:
 
     def down(self, server: str) -> None:
         """``icm.server.down``."""
+        self.down_servers.add(server)
         self.rec("icm.server.down", server=server)
 
     def up(self, server: str) -> None:
         """``icm.server.up``."""
+        self.down_servers.discard(server)
         self.rec("icm.server.up", server=server)
 
     def open(self, database: str = "mail.nsf", chosen: str | None = "s1", scheme: str = "https", *,
