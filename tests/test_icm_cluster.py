@@ -184,6 +184,32 @@ def test_a_ping_past_the_fault_proxy_is_recorded_and_not_counted(stack: tuple[An
         assert v.valid is not True
 
 
+class _NeverPingingRouter(ReferenceRouter):
+    """The reference ICM, but taking every candidate for reachable without a ping (no ICM-3 limitation:
+    it claims to probe)."""
+
+    name = "never-pings"
+
+    def _probe(self, server: str, scheme: str, rid: str | None) -> bool:
+        return True
+
+
+def test_a_router_that_claims_to_probe_and_never_does_breaks_icm3(cluster: IcmCluster) -> None:
+    h = cluster.history.target
+    router = open_router(_NeverPingingRouter, cluster=cluster, history=h)
+    b = IcmBrowser(cluster, h, process="n")
+    try:
+        assert b.open(router.url("https", "/mail.nsf"), "mail.nsf").served_by == "s1"
+    finally:
+        b.close()
+        router.stop()
+    assert not h.events("icm.ping")
+    v = check_icm_3(h.events())
+    assert v.valid is False and "no ping of its https port" in v.observed
+    assert "never-pings declares that it probes" in v.observed
+    assert h.events("icm.router.start")[0].index in v.evidence
+
+
 @pytest.mark.parametrize("factory", [haproxy_router, nginx_router], ids=["haproxy", "nginx"])
 def test_real_router_serves_both_schemes_and_is_stopped(stack: tuple[Any, IcmCluster, HistoryRelay],
                                                         cluster: IcmCluster, factory: Any) -> None:
