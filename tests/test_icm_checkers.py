@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import ConfigError
@@ -97,6 +97,64 @@ def test_icm2_reported_states_must_match_the_thresholds() -> None:
     assert check_icm_2(h.events()).valid is False
 
 
+#: Capacities off the default 100 (s1 37, s2 250): the index follows sessions / capacity, so a router
+#: that ignores capacity (index = 100 - sessions) sees s1 as 80 (really 45: BUSY under threshold 50)
+#: and s2 as 0 (really 60: the lightest available server).
+CAPACITY_LOADS = {"s1": (20, 37), "s2": (100, 250), "s3": (50, 100)}
+
+
+def _capacities(h: IcmHistory, with_index: bool = True) -> None:
+    for server, (sessions, capacity) in CAPACITY_LOADS.items():
+        h.state(server, sessions=sessions, capacity=capacity, availability_threshold=50, with_index=with_index)
+
+
+def _ignoring_capacity(sessions: int) -> int:
+    return max(0, 100 - sessions)
+
+
+def test_icm2_capacity_changes_the_index_here() -> None:
+    """The scenario's premise: with capacity honoured and ignored the indices and states differ."""
+    honoured = {s: availability_index(n, c) for s, (n, c) in CAPACITY_LOADS.items()}
+    ignored = {s: _ignoring_capacity(n) for s, (n, _) in CAPACITY_LOADS.items()}
+    assert honoured == {"s1": 45, "s2": 60, "s3": 50} and ignored == {"s1": 80, "s2": 0, "s3": 50}
+
+
+def test_icm2_a_router_reporting_an_index_that_ignores_capacity_is_a_violation() -> None:
+    def report(index_of: dict[str, int]) -> list[dict[str, object]]:
+        return [{"server": s, "index": index_of[s], "states": ["BUSY"] if index_of[s] < 50 else []}
+                for s in CAPACITY_LOADS]
+
+    h = IcmHistory()
+    _capacities(h)
+    h.open(chosen="s2", decision=report({s: availability_index(n, c) for s, (n, c) in CAPACITY_LOADS.items()}))
+    assert check_icm_2(h.events()).valid is True
+    h.open(chosen="s1", decision=report({s: _ignoring_capacity(n) for s, (n, _) in CAPACITY_LOADS.items()}))
+    v = check_icm_2(h.events())
+    assert v.valid is False and "s1 as index 80" in v.observed and "index 45 ['BUSY']" in v.observed
+
+
+@pytest.mark.parametrize("with_index", [True, False], ids=["recorded-index", "derived-index"])
+def test_icm2_a_server_busy_only_by_its_capacity_is_not_available(with_index: bool) -> None:
+    """No router report: the choice alone shows a router that ignores capacity (s1 looks lightest at 80,
+    but 20 of 37 sessions is index 45, BUSY under threshold 50). Also when the state events carry no
+    ``availability``: the model derives it from sessions and capacity."""
+    h = IcmHistory()
+    _capacities(h, with_index)
+    h.open(chosen="s2", redirect=False)
+    assert [c(h.events()).valid for c in (check_icm_2, check_icm_4, check_icm_5)] == [True, True, True]
+    h.open(chosen="s1", redirect=False)
+    assert [c(h.events()).valid for c in (check_icm_2, check_icm_4, check_icm_5)] == [False, False, False]
+    assert "index 45" in check_icm_2(h.events()).observed
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions=st.integers(min_value=0, max_value=10**6), capacity=st.integers(min_value=-5, max_value=10**6))
+def test_icm2_the_model_index_is_the_stand_ins(sessions: int, capacity: int) -> None:
+    from harness.rules.icm.model import availability_index as model_index
+
+    assert model_index(sessions, capacity) == availability_index(sessions, capacity)
+
+
 # ---------------------------------------------------------------------------------------- ICM-3
 def test_icm3_kept_when_the_chosen_port_was_pinged() -> None:
     h = IcmHistory()
@@ -143,10 +201,78 @@ def test_icm3_probe_window_is_a_parameter() -> None:
     assert check_icm_3(h.events(), probe_window=60.0).valid is True
 
 
-def test_icm3_without_fault_proxy_events_is_unknown() -> None:
+def test_icm3_a_router_that_declares_probing_and_never_probes_is_a_violation() -> None:
+    """No fault-proxy events at all (an external proxy) does not hide a router that never pings."""
     h = IcmHistory()
-    h.open(chosen="s1", probe=[], redirect=False)
-    assert check_icm_3(h.events()).status == "unknown"
+    h.router("never-pings")  # no ICM-3 limitation: it claims to probe
+    h.open(chosen="s1", probe=[], conns=False)
+    h.open(chosen="s2", probe=[], conns=False, redirect=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and v.rule_id == "ICM-3"
+    assert "no ping of its https port" in v.observed and "declares that it probes" in v.observed
+    assert h.events()[-1].index not in v.evidence and any(
+        h.events()[i].type == "icm.router.start" for i in v.evidence)  # the declaration is evidence
+    assert len(v.details["violations"]) == 2
+
+
+def test_icm3_a_router_that_declares_it_cannot_probe_is_judged_all_the_same() -> None:
+    h = IcmHistory()
+    h.router("nginx", "proxy", {"ICM-3": "no active health checks"})
+    h.open(chosen="s1", probe=[], conns=False, redirect=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and "declares it cannot: no active health checks" in v.observed
+
+
+def test_icm3_kept_by_pings_through_the_fault_proxy_without_connection_events() -> None:
+    h = IcmHistory()
+    h.router()
+    h.open(chosen="s1", via="proxy", conns=False)
+    assert check_icm_3(h.events()).status == "kept"
+
+
+def test_icm3_unknown_only_when_the_pings_path_cannot_be_observed() -> None:
+    """Pings seen at the server, but neither ``via`` nor fault-proxy events: the path is not observable."""
+    h = IcmHistory()
+    h.router()
+    h.open(chosen="s1", conns=False)
+    v = check_icm_3(h.events())
+    assert v.status == "unknown" and "external proxy" in v.observed
+    h.t += 30  # beyond the probe window of the first request's pings
+    h.open(chosen="s2", probe=[], conns=False)  # an observable violation is still one
+    assert check_icm_3(h.events()).valid is False
+
+
+def test_icm3_pings_bypassing_the_fault_proxy_do_not_count() -> None:
+    kept = IcmHistory()
+    kept.open(chosen="s1", via="proxy")
+    assert check_icm_3(kept.events()).valid is True
+    h = IcmHistory()
+    h.cut("s1:http")  # a direct ping still answers on a cut port; the request is https, so s1 is reachable
+    h.open(chosen="s1", via="direct")
+    v = check_icm_3(h.events())
+    assert v.valid is False and "bypassing its fault proxy" in v.observed
+    assert all(h.events()[i].get("via") == "direct" for i in v.evidence if h.events()[i].type == "icm.ping")
+
+
+def test_icm3_pings_without_via_and_no_connection_at_the_proxy_bypassed_it() -> None:
+    h = IcmHistory()
+    h.rec("conn.accepted", proxy="p-s9-http", conn_id=0, client="x")  # the proxy reports connections
+    h.open(chosen="s1", conns=False)
+    v = check_icm_3(h.events())
+    assert v.valid is False and "bypassed the fault proxy" in v.observed
+
+
+@pytest.mark.parametrize("redirect", [True, False], ids=["redirect", "proxy"])
+def test_icm3_a_ping_after_the_decision_is_no_probe_even_at_the_same_timestamp(redirect: bool) -> None:
+    """Log order decides "before the decision", not timestamps: every event here has the same ``t``."""
+    h = IcmHistory(ticks=iter(()))  # every step 0: one timestamp for the whole history
+    h.open(chosen="s1", via="proxy", probe_late=True, redirect=redirect)
+    assert len({e.t for e in h.events()}) == 1
+    v = check_icm_3(h.events())
+    assert v.valid is False and "no ping" in v.observed
+    h2 = IcmHistory(ticks=iter(()))
+    h2.open(chosen="s1", via="proxy", redirect=redirect)
+    assert check_icm_3(h2.events()).valid is True
 
 
 # ---------------------------------------------------------------------------------------- ICM-4
@@ -283,3 +409,73 @@ def test_icm7_restarted_server_may_serve_the_bookmark() -> None:
     h.up("s2")
     h.open(chosen="s2", process="alice", target="bookmark", redirect=False, auth="login")
     assert check_icm_7(h.events()).valid is True
+
+
+# ---------------------------------------------------------------------------------- log order, not clocks
+SERVERS = ("s1", "s2", "s3")
+_state = st.tuples(st.just("state"), st.sampled_from(SERVERS), st.integers(0, 120), st.sampled_from((37, 100, 250)),
+                   st.sampled_from((0, 50, 95)), st.sampled_from((0, 10)), st.sampled_from((0, 1)))
+_cut = st.tuples(st.just("cut"), st.sampled_from(SERVERS), st.sampled_from(("http", "https")))
+_down = st.tuples(st.just("down"), st.sampled_from(SERVERS))
+_open = st.fixed_dictionaries({
+    "database": st.sampled_from(("mail.nsf", "crm.nsf", "docs.nsf")),
+    "chosen": st.sampled_from((None, *SERVERS)), "scheme": st.sampled_from(("http", "https")),
+    "process": st.sampled_from(("alice", "bob")), "target": st.sampled_from(("router", "router", "bookmark")),
+    "probe": st.sampled_from((None, [], ["s1"], ["s2", "s3"])), "probe_scheme": st.sampled_from((None, "http")),
+    "redirect": st.booleans(), "auth": st.sampled_from(("login", "session")), "via": st.sampled_from((None, "proxy",
+                                                                                                   "direct")),
+    "conns": st.booleans(), "probe_late": st.booleans(),
+}).map(lambda kw: ("open", kw))
+_steps = st.lists(st.one_of(_state, _cut, _down, _open, _open, _open), min_size=1, max_size=15)
+#: A router pinging only after its redirect: at one timestamp, a clock-ordered checker takes the pings
+#: for probes before the decision.
+LATE_PINGS = [("open", {"database": "mail.nsf", "chosen": "s1", "scheme": "https", "process": "alice",
+                        "target": "router", "probe": None, "probe_scheme": None, "redirect": True, "auth": "login",
+                        "via": None, "conns": True, "probe_late": True})]
+#: Steps between events: 0 (the same timestamp as the one before) or one step of a 1 ms log clock.
+_ticks = st.lists(st.sampled_from((0.0, 0.0, 0.001)), min_size=1, max_size=400)
+
+
+def _history(steps: list[tuple[object, ...]], ticks: list[float] | None) -> IcmHistory:
+    h = IcmHistory(ticks=None if ticks is None else iter(ticks))
+    h.router()
+    cuts: dict[str, int] = {}
+    for step in steps:
+        kind = step[0]
+        if kind == "state":
+            _, server, sessions, capacity, threshold, max_users, restricted = step
+            h.state(server, sessions=sessions, capacity=capacity, availability_threshold=threshold,
+                    max_users=max_users, restricted=restricted)
+        elif kind == "cut":
+            port = f"{step[1]}:{step[2]}"
+            if port in cuts:
+                h.heal(cuts.pop(port), port)
+            else:
+                cuts[port] = h.cut(port)
+        elif kind == "down":
+            (h.up if step[1] in h.down_servers else h.down)(step[1])
+        else:
+            h.open(**step[1])  # type: ignore[arg-type]
+    return h
+
+
+def _verdicts(h: IcmHistory) -> list[object]:
+    events = h.events()
+    return [c(events).valid for c in (check_icm_1, check_icm_2, check_icm_3, check_icm_4, check_icm_5, check_icm_6,
+                                      check_icm_7)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_steps, ticks=_ticks)
+@example(steps=LATE_PINGS, ticks=[0.0])
+def test_equal_timestamps_give_the_verdicts_of_distinct_ones(steps: list[tuple[object, ...]],
+                                                             ticks: list[float]) -> None:
+    """Every ICM checker orders by the history's order (event index): a history whose events share
+    timestamps - a 1 ms log clock, most steps 0, the rest of the history on one timestamp - is judged
+    exactly as the same history with a distinct timestamp per event."""
+    distinct = _history(steps, None)
+    coarse = _history(steps, ticks)
+    assert [e.type for e in coarse.events()] == [e.type for e in distinct.events()]
+    assert distinct.events()[-1].t - distinct.events()[0].t < 5.0  # inside one probe window either way
+    assume(len({e.t for e in coarse.events()}) < len(coarse.events()))  # timestamps really are shared
+    assert _verdicts(coarse) == _verdicts(distinct)

@@ -3,6 +3,7 @@ PostgreSQL pair, the fault proxy, TLS with trustme certificates, the real haprox
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -13,8 +14,10 @@ from typing import Any
 import pytest
 
 from harness.clients.icm import haproxy_router, nginx_router, open_router, reference_router
+from harness.clients.icm.reference import ReferenceRouter
 from harness.errors import ConfigError
 from harness.history.core import History
+from harness.rules.icm import check_icm_3
 from harness.topology.icm import HistoryRelay, IcmCluster
 from harness.topology.local import LocalPair
 from harness.topology.process import pid_alive
@@ -126,6 +129,85 @@ def test_reference_router_redirects_probes_and_counts(cluster: IcmCluster) -> No
     finally:
         b.close()
         router.stop()
+
+
+class _BypassingRouter(ReferenceRouter):
+    """The reference ICM, but pinging each listener's own address (``server_address``) - past the fault proxy."""
+
+    name = "bypassing"
+
+    def _probe(self, server: str, scheme: str, rid: str | None) -> bool:
+        host, port = self.cluster.server_address(server, scheme)
+        conn = (http.client.HTTPSConnection(host, port, timeout=self.probe_timeout, context=self._client_context)
+                if scheme == "https" else http.client.HTTPConnection(host, port, timeout=self.probe_timeout))
+        try:
+            conn.request("GET", f"/icm/ping?for={rid or ''}")
+            return conn.getresponse().status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            conn.close()
+
+
+def _ping(address: tuple[str, int], rid: str) -> None:
+    conn = http.client.HTTPConnection(*address, timeout=10)
+    try:
+        conn.request("GET", f"/icm/ping?for={rid}")
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+def test_a_ping_past_the_fault_proxy_is_recorded_and_not_counted(stack: tuple[Any, IcmCluster, HistoryRelay],
+                                                                 cluster: IcmCluster) -> None:
+    """ICM-3: a ping at ``address()`` is ``via: proxy``; one at ``server_address()`` bypasses every fault of
+    that port and is ``via: direct`` (the embedded fault proxy names its upstream connections; a real
+    toxiproxy-server does not, and ``via`` is then absent). A router probing that way breaks ICM-3."""
+    known = getattr(stack[0].links.handle, "kind", None) == "embedded"
+    _ping(cluster.address("s2", "http"), "via-proxy")
+    _ping(cluster.server_address("s2", "http"), "via-direct")
+    vias = {e.get("request_id"): e.get("via") for e in _events(cluster, "icm.ping")}
+    expected = {"via-proxy": "proxy", "via-direct": "direct"} if known else {"via-proxy": None, "via-direct": None}
+    assert vias == expected
+    h = cluster.history.target
+    router = open_router(_BypassingRouter, cluster=cluster, history=h)
+    b = IcmBrowser(cluster, h, process="x")
+    try:
+        assert b.open(router.url("http", "/mail.nsf"), "mail.nsf").served_by == "s1"
+    finally:
+        b.close()
+        router.stop()
+    v = check_icm_3(h.events())
+    if known:
+        assert v.valid is False and "bypassing its fault proxy" in v.observed
+    else:
+        assert v.valid is not True
+
+
+class _NeverPingingRouter(ReferenceRouter):
+    """The reference ICM, but taking every candidate for reachable without a ping (no ICM-3 limitation:
+    it claims to probe)."""
+
+    name = "never-pings"
+
+    def _probe(self, server: str, scheme: str, rid: str | None) -> bool:
+        return True
+
+
+def test_a_router_that_claims_to_probe_and_never_does_breaks_icm3(cluster: IcmCluster) -> None:
+    h = cluster.history.target
+    router = open_router(_NeverPingingRouter, cluster=cluster, history=h)
+    b = IcmBrowser(cluster, h, process="n")
+    try:
+        assert b.open(router.url("https", "/mail.nsf"), "mail.nsf").served_by == "s1"
+    finally:
+        b.close()
+        router.stop()
+    assert not h.events("icm.ping")
+    v = check_icm_3(h.events())
+    assert v.valid is False and "no ping of its https port" in v.observed
+    assert "never-pings declares that it probes" in v.observed
+    assert h.events("icm.router.start")[0].index in v.evidence
 
 
 @pytest.mark.parametrize("factory", [haproxy_router, nginx_router], ids=["haproxy", "nginx"])

@@ -13,7 +13,10 @@ and an HTTPS listener serving the databases it holds replicas of, every port beh
   ``Server_MaxUsers``, ``Server_Restricted`` (0-4) - ``icm.server.state``; per replica the marks
   *Out of Service* / *Pending Delete* - ``icm.replica.mark``; a server failing / coming back -
   ``icm.server.down`` / ``icm.server.up``; every request a server served - ``icm.served``; every
-  ping it answered - ``icm.ping``.
+  ping it answered - ``icm.ping``. Both carry ``via``: ``proxy`` when the connection came through
+  the port's fault proxy, ``direct`` when it reached the listener's own address
+  (:meth:`IcmCluster.server_address`) and so bypassed every fault (ICM-3 counts no such ping), absent
+  when the fault proxy does not say which connections are its own (a real toxiproxy-server).
 * **Directory file**: the cluster database directory (replicas and marks) is also written to
   ``<run>/icm-directory.json`` so ``failover-harness fault --run RUN mark-state`` can mark a replica
   from another process; the cluster notices and records it (``source: "cli"``).
@@ -37,6 +40,7 @@ import tempfile
 import threading
 import time
 from base64 import b64decode
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,8 @@ from harness.topology.process import database_user
 SCHEMES = ("http", "https")
 MARKS = ("out-of-service", "pending-delete")
 DIRECTORY_FILE = "icm-directory.json"
+#: How many of the fault proxies' upstream connections the cluster remembers (to tell ``via``).
+PROXIED_KEPT = 50_000
 #: Default replica layout: server -> databases it holds (every database on >= 2 servers).
 DEFAULT_LAYOUT: dict[str, tuple[str, ...]] = {
     "s1": ("mail.nsf", "crm.nsf"),
@@ -214,6 +220,13 @@ class IcmCluster:
         self.cert_path: Path | None = None  # server certificate + key (PEM; routers terminate TLS with it)
         self._context: ssl.SSLContext | None = None
         self.started = False
+        # The fault proxies' upstream connections (their local host:port, the peer a listener sees):
+        # a connection from any other peer bypassed the fault proxy (``via: direct``).
+        self._proxied: OrderedDict[str, None] = OrderedDict()
+        self._proxy_names: set[str] = set()
+        self._paths_known = False
+        self._paths_lock = threading.Lock()  # its own: the proxy's thread must never wait for a control
+        self._unsubscribe: Any = None
 
     # ------------------------------------------------------------------------- views
     @property
@@ -239,12 +252,15 @@ class IcmCluster:
         return self._nodes[server]
 
     def address(self, server: str, scheme: str) -> tuple[str, int]:
-        """Where clients reach ``server``'s ``scheme`` port (its fault proxy)."""
+        """Where clients reach ``server``'s ``scheme`` port (its fault proxy). A router probes this
+        address and sends or proxies requests to it (ICM-3: the faults act here)."""
         host, _, port = self._node(server).proxies[_scheme(scheme)][1].rpartition(":")
         return host, int(port)
 
     def server_address(self, server: str, scheme: str) -> tuple[str, int]:
-        """The listener's own address (bypassing the fault proxy)."""
+        """The listener's own address, bypassing the fault proxy: for the harness's own checks only. A
+        router must not probe it - a cut port still answers here; such a ping is recorded with
+        ``via: direct`` and ICM-3 does not count it."""
         return "127.0.0.1", self._node(server).ports[_scheme(scheme)]
 
     def proxy_name(self, port_name: str) -> str:
@@ -314,6 +330,7 @@ class IcmCluster:
             self._create_databases()
             client = self.topology.links.client
             run = self.topology.run_id
+            self._watch_proxy()
             for node in self._nodes.values():
                 for scheme in SCHEMES:
                     listener = self._listen(node, scheme, 0)
@@ -322,6 +339,7 @@ class IcmCluster:
                                                 upstream=f"127.0.0.1:{node.ports[scheme]}",
                                                 node=f"{node.name}:{scheme}")
                     node.proxies[scheme] = (proxy.name, proxy.listen)
+                    self._proxy_names.add(proxy.name)
                 node.up = True
             self.started = True
             self._write_directory_file()
@@ -354,8 +372,51 @@ class IcmCluster:
                     conn.execute("INSERT INTO documents VALUES (1, %s) ON CONFLICT (id) DO UPDATE SET title = "
                                  "excluded.title", (f"{db} replica on {node.name}",))
 
+    def _watch_proxy(self) -> None:
+        """Follow the fault proxy's connection events (where it has them) to tell which connections
+        to a listener are its own. Only a proxy that names its upstream connection's local address
+        (the embedded server, synchronously, before it relays a byte) makes ``via`` known."""
+        handle = getattr(getattr(self.topology, "links", None), "handle", None)
+        subscribe = getattr(handle, "subscribe", None)
+        if subscribe is None or self._unsubscribe is not None:
+            return
+        self._paths_known = getattr(handle, "kind", None) == "embedded"
+        self._unsubscribe = subscribe(self._proxy_event)
+
+    def _proxy_event(self, event: Any) -> None:
+        """A fault-proxy connection event (on the proxy's thread): remember its upstream peer."""
+        fields = getattr(event, "fields", {}) or {}
+        if event.type != "conn.upstream_connected" or fields.get("proxy") not in self._proxy_names:
+            return
+        local = fields.get("local")
+        if not local:
+            return
+        with self._paths_lock:
+            self._paths_known = True
+            self._proxied[str(local)] = None
+            self._proxied.move_to_end(str(local))
+            while len(self._proxied) > PROXIED_KEPT:
+                self._proxied.popitem(last=False)
+
+    def path_of(self, peer: tuple[str, int] | Any) -> str | None:
+        """``proxy`` when a listener's peer ``(host, port)`` is a fault proxy's upstream connection,
+        ``direct`` when it is not (the listener's own address was used), None when the fault proxy
+        does not tell its connections."""
+        try:
+            key = f"{peer[0]}:{peer[1]}"
+        except (TypeError, IndexError):
+            return None
+        with self._paths_lock:
+            if key in self._proxied:
+                return "proxy"
+            return "direct" if self._paths_known else None
+
     def down(self) -> None:
         """Stop every listener and delete the proxies (safe to call twice)."""
+        if self._unsubscribe is not None:
+            with contextlib.suppress(Exception):
+                self._unsubscribe()
+            self._unsubscribe = None
         client = getattr(getattr(self.topology, "links", None), "client", None)
         for node in self._nodes.values():
             for listener in node.listeners.values():
@@ -532,22 +593,23 @@ class IcmCluster:
         path, _, query = req.path.partition("?")
         params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         rid = req.headers.get("X-Request-Id")
+        via = self.path_of(req.client_address)
         if path == "/icm/ping":
             self._emit("icm.ping", server=server, scheme=scheme, request_id=params.get("for"),
-                       by=req.headers.get("User-Agent", "")[:60])
+                       by=req.headers.get("User-Agent", "")[:60], via=via)
             req.reply(200, {"server": server, "scheme": scheme, "pong": True})
             return
         database = path.strip("/").split("/")[0]
         node = self._node(server)
         if database not in node.databases:
             self._emit("icm.served", server=server, scheme=scheme, database=database, status=404, request_id=rid,
-                       user=None, auth="none")
+                       user=None, auth="none", via=via)
             req.reply(404, {"server": server, "error": f"no replica of {database!r} here"})
             return
         user, auth = self._authenticate(req, node)
         if user is None:
             self._emit("icm.served", server=server, scheme=scheme, database=database, status=401, request_id=rid,
-                       user=None, auth="challenge")
+                       user=None, auth="challenge", via=via)
             req.reply(401, {"server": server, "error": "authentication required"},
                       {"WWW-Authenticate": f'Basic realm="{server}"'})
             return
@@ -557,7 +619,7 @@ class IcmCluster:
                 row = conn.execute("SELECT title, current_database() FROM documents WHERE id = 1").fetchone()
         except psycopg.Error as exc:
             self._emit("icm.served", server=server, scheme=scheme, database=database, status=500, request_id=rid,
-                       user=user, auth=auth, error=str(exc).strip()[:200])
+                       user=user, auth=auth, error=str(exc).strip()[:200], via=via)
             req.reply(500, {"server": server, "error": "database error"})
             return
         headers: dict[str, str] = {}
@@ -567,7 +629,7 @@ class IcmCluster:
                 node.cookies[cookie] = user
             headers["Set-Cookie"] = f"ICMSESSION_{server}={cookie}; Path=/"
         self._emit("icm.served", server=server, scheme=scheme, database=database, status=200, request_id=rid,
-                   user=user, auth=auth, source_database=row[1])
+                   user=user, auth=auth, source_database=row[1], via=via)
         req.reply(200, {"server": server, "database": database, "title": row[0], "source": row[1], "user": user},
                   headers)
 

@@ -74,8 +74,9 @@ class Conn:
             up_writer.transport.abort()
             return
         self.upstream_writer = up_writer
+        local = up_writer.get_extra_info("sockname") or ("?", 0)
         self.server.emit("conn.upstream_connected", proxy=proxy.name, conn_id=self.id,
-                         upstream=upstream)
+                         upstream=upstream, local=f"{local[0]}:{local[1]}")
         self.up = Link(self, "upstream", self.client_reader, up_writer)
         self.down = Link(self, "downstream", up_reader, self.client_writer)
         loop = asyncio.get_running_loop()

@@ -50,3 +50,27 @@ def test_icm4_lightest_server_excluded(icm_cluster: IcmCluster, router: IcmRoute
             b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
     events = history.events()
     check([check_icm_2(events), check_icm_4(events)])
+
+
+#: (sessions, capacity) per server: capacities off the default 100, so a router whose index ignores
+#: capacity (100 - sessions) ranks them differently - before: s1 90, s2 0, s3 80 against the true
+#: 72, 60, 80; after the threshold of 50: s1 80 (truly 45, BUSY), s2 0 (truly 60, the lightest).
+CAPACITY_BEFORE = {"s1": (10, 37), "s2": (100, 250), "s3": (20, 100)}
+CAPACITY_AFTER = {"s1": (20, 37), "s2": (100, 250), "s3": (50, 100)}
+
+
+@pytest.mark.rule("ICM-2", "ICM-4", "ICM-5")
+def test_icm2_capacity_scales_the_index(icm_cluster: IcmCluster, router: IcmRouter,
+                                        browser: Callable[..., IcmBrowser], history: History, check: Check) -> None:
+    """ICM-2/4/5 with capacities 37 and 250: first s3 is the lightest (index 80; s1 72 with 10 of 37
+    sessions, s2 60 with 100 of 250), then with ``Server_Availability_Threshold`` 50 s1 (20 of 37: 45)
+    is BUSY and s2 (60) the lightest available one."""
+    b = browser()
+    for loads, threshold in ((CAPACITY_BEFORE, 0), (CAPACITY_AFTER, 50)):
+        for server, (sessions, capacity) in loads.items():
+            icm_cluster.set_server(server, sessions=sessions, capacity=capacity, availability_threshold=threshold)
+        for scheme in ("http", "https"):
+            for _ in range(REPEAT):
+                b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
+    events = history.events()
+    check([check_icm_2(events), check_icm_4(events), check_icm_5(events, **history.meta["rule_params"]["ICM-5"])])

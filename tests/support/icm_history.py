@@ -4,6 +4,7 @@ fault vocabulary, the routers and the browser record them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from harness.history.core import Event, History
@@ -11,12 +12,17 @@ from harness.topology.icm import DEFAULT_LAYOUT, availability_index
 
 
 class IcmHistory:
-    """``h = IcmHistory(); h.state("s1", sessions=40); h.open("mail.nsf", chosen="s2"); h.events()``."""
+    """``h = IcmHistory(); h.state("s1", sessions=40); h.open("mail.nsf", chosen="s2"); h.events()``.
 
-    def __init__(self, layout: dict[str, tuple[str, ...]] | None = None) -> None:
+    Each event is stamped 10 ms after the previous one, unless ``ticks`` gives the step before each
+    event (0: the same timestamp as the previous one - a log's resolution)."""
+
+    def __init__(self, layout: dict[str, tuple[str, ...]] | None = None, ticks: Iterator[float] | None = None) -> None:
         self.layout = dict(layout or DEFAULT_LAYOUT)
         self.h = History()
         self.t = 1000.0
+        self.ticks = ticks
+        self.down_servers: set[str] = set()
         self._n = 0
         self._fault = 0
         servers = [{"name": s, "databases": list(dbs),
@@ -28,8 +34,8 @@ class IcmHistory:
             self.state(s)
 
     def rec(self, type_: str, **fields: Any) -> Event:
-        """Record one event 10 ms after the previous one."""
-        self.t += 0.01
+        """Record one event 10 ms after the previous one (or the next of ``ticks``)."""
+        self.t += 0.01 if self.ticks is None else next(self.ticks, 0.0)
         return self.h.record(type_, t=self.t, **fields)
 
     def events(self) -> list[Event]:
@@ -37,11 +43,17 @@ class IcmHistory:
         return self.h.events()
 
     def state(self, server: str, sessions: int = 0, capacity: int = 100, availability_threshold: int = 0,
-              max_users: int = 0, restricted: int = 0) -> None:
-        """``icm.server.state`` as the stand-in records it."""
+              max_users: int = 0, restricted: int = 0, with_index: bool = True) -> None:
+        """``icm.server.state`` as the stand-in records it (``with_index`` False: without ``availability``)."""
+        index = {"availability": availability_index(sessions, capacity)} if with_index else {}
         self.rec("icm.server.state", server=server, sessions=sessions, capacity=capacity,
-                 availability_threshold=availability_threshold, max_users=max_users, restricted=restricted,
-                 availability=availability_index(sessions, capacity))
+                 availability_threshold=availability_threshold, max_users=max_users, restricted=restricted, **index)
+
+    def router(self, name: str = "reference", mode: str = "redirect",
+               limitations: dict[str, str] | None = None) -> None:
+        """``icm.router.start``: the router under test and what it declares it cannot express."""
+        self.rec("icm.router.start", router=name, mode=mode, limitations=dict(limitations or {}), http="h",
+                 https="s")
 
     def mark(self, server: str, database: str, mark: str | None) -> None:
         """``icm.replica.mark``."""
@@ -59,29 +71,42 @@ class IcmHistory:
 
     def down(self, server: str) -> None:
         """``icm.server.down``."""
+        self.down_servers.add(server)
         self.rec("icm.server.down", server=server)
 
     def up(self, server: str) -> None:
         """``icm.server.up``."""
+        self.down_servers.discard(server)
         self.rec("icm.server.up", server=server)
 
     def open(self, database: str = "mail.nsf", chosen: str | None = "s1", scheme: str = "https", *,
              process: str = "app", target: str = "router", probe: list[str] | None = None,
              probe_scheme: str | None = None,
              status: int | None = None, auth: str = "login", logins: int | None = None, redirect: bool = True,
-             served: bool = True, decision: list[dict[str, Any]] | None = None) -> str:
+             served: bool = True, decision: list[dict[str, Any]] | None = None, via: str | None = None,
+             conns: bool = True, probe_late: bool = False) -> str:
         """One browser open: the request, the router's probes (``probe``: servers pinged, default every
         holder; a connection at its proxy and the server's ``icm.ping``), a redirect to ``chosen`` (or
-        none when ``redirect`` is False: a proxy router), the chosen server's answer, the result."""
+        none when ``redirect`` is False: a proxy router), the chosen server's answer, the result.
+        ``via`` is the pings' path as the stand-in records it (None: not recorded), ``conns`` whether
+        the fault proxy's connections are recorded, ``probe_late`` pings only after the
+        decision (after the redirect and the answer)."""
         self._n += 1
         rid = f"{process}-{self._n}"
         self.rec("icm.client.request", process=process, user=process, request_id=rid, url="u", scheme=scheme,
                  database=database, target=target)
-        if target == "router":
-            for server in self.layout if probe is None else probe:
+        pings = list(self.layout if probe is None else probe) if target == "router" else []
+
+        def ping() -> None:
+            for server in pings:
                 sc = probe_scheme or scheme
-                self.rec("conn.accepted", proxy=f"p-{server}-{sc}", conn_id=self._n, client="127.0.0.1:1")
-                self.rec("icm.ping", server=server, scheme=sc, request_id=rid)
+                if conns:
+                    self.rec("conn.accepted", proxy=f"p-{server}-{sc}", conn_id=self._n, client="127.0.0.1:1")
+                self.rec("icm.ping", server=server, scheme=sc, request_id=rid, **({"via": via} if via else {}))
+
+        if target == "router":
+            if not probe_late:
+                ping()
             if decision is not None:
                 self.rec("icm.router.decision", request_id=rid, database=database, scheme=scheme,
                          candidates=decision, chosen=chosen)
@@ -94,6 +119,8 @@ class IcmHistory:
                          user=process, auth="challenge")
             self.rec("icm.served", server=chosen, scheme=scheme, database=database, status=200, request_id=rid,
                      user=process, auth=auth)
+        if probe_late:
+            ping()
         self.rec("icm.client.result", process=process, request_id=rid, status=final,
                  served_by=chosen if final == 200 else None, error=None if final else "ConnectError",
                  logins=(1 if auth == "login" and final == 200 else 0) if logins is None else logins)

@@ -25,6 +25,8 @@ FIELDS = {
     "conn.upstream_failed": {"proxy", "conn_id", "upstream", "error"},
     "conn.closed": {"proxy", "conn_id", "by", "reason", "bytes_up", "bytes_down"},
 }
+#: The embedded server also names the upstream connection's own address (the peer its upstream sees).
+EMBEDDED_FIELDS = {"conn.upstream_connected": {"local"}}
 
 
 class Collector:
@@ -54,14 +56,18 @@ def test_lifecycle_fields_order_and_times(toxi, echo) -> None:
     unsubscribe()
     types = [e.type for e in got.events]
     assert types == ["conn.accepted", "conn.upstream_connected", "conn.closed"]
+    embedded = toxi.handle.kind == "embedded"
     for e in got.events:
-        assert set(e.fields) == FIELDS[e.type], e
+        assert set(e.fields) == FIELDS[e.type] | (EMBEDDED_FIELDS.get(e.type, set()) if embedded else set()), e
         assert e.fields["proxy"] == p.name and e.fields["conn_id"] == got.events[0].fields["conn_id"]
         assert before <= e.t <= after
     accepted, _, closed = got.events
     assert accepted.fields["client"] == client and accepted.fields["node"] == "pg-1"
     assert accepted.fields["listen"] == p.listen and accepted.fields["upstream"] == echo.address
     assert closed.fields["by"] == "client"
+    if embedded:  # the echo server's peer is this address
+        host, _, port = got.events[1].fields["local"].rpartition(":")
+        assert host == "127.0.0.1" and int(port) > 0
     assert closed.fields["bytes_up"] == 5 and closed.fields["bytes_down"] == 5
     assert [e.seq for e in got.events] == sorted(e.seq for e in got.events)
     assert got.events[0].t <= got.events[1].t <= got.events[2].t

@@ -4,8 +4,9 @@ Pure checkers ``check_icm_N(events, **params) -> Verdict`` over the request mode
 (:mod:`harness.rules.icm.model`). Each judges the requests sent to the router (``target="router"``)
 whose cluster state did not change while they were in flight; with nothing to judge the verdict is
 *unknown*, never a pass. ``tie_break`` (``any`` / ``first`` / ``last``) is the explicit choice among
-servers of equal availability (the docs do not say); ``probe_window`` the seconds before a decision
-in which the probe of the chosen port must be seen (ICM-3)."""
+servers of equal availability (the docs do not say); ``probe_window`` how many seconds before the
+request the probe of the chosen port may lie (ICM-3) - and it must lie before the decision in the
+history's order (event index, never timestamps: equal timestamps are normal)."""
 
 from __future__ import annotations
 
@@ -110,26 +111,51 @@ def check_icm_2(events: list[Event]) -> Verdict:
                     "no request met a server in a threshold state, and no router decision was reported")
 
 
-def _probes(model: Model, server: str, scheme: str, start: float, end: float) -> tuple[list[Event], list[Event]]:
-    """(pings the server answered, connections the fault proxy accepted) on ``server``'s ``scheme`` port."""
-    pings = [e for e in model.events if e.type == "icm.ping" and e.get("server") == server
-             and e.get("scheme") == scheme and start <= e.t <= end]
-    conns = [e for e in model.events if e.type == "conn.accepted"
-             and model.ports.get(e.get("proxy")) == (server, scheme) and start <= e.t <= end]
-    return pings, conns
+def _pings(model: Model, req: Request, server: str, scheme: str, probe_window: float) -> list[Event]:
+    """The pings ``server`` answered on its ``scheme`` port before ``req``'s decision became visible (a
+    smaller event index: log order, not clocks) and no more than ``probe_window`` s before the request."""
+    low = req.t0 - probe_window
+    return [e for e in model.events if e.type == "icm.ping" and e.index < req.decided_index
+            and e.get("server") == server and e.get("scheme") == scheme and e.t >= low]
+
+
+def _proxied(model: Model, req: Request, server: str, scheme: str, probe_window: float) -> list[Event]:
+    """Connections ``server``'s ``scheme`` fault proxy accepted from ``probe_window`` s before the request
+    on (a history whose pings do not say which way they came: ``via`` absent). No upper bound: a fault
+    proxy whose events are derived from its log stamps them when the line arrives, possibly after
+    the decision."""
+    low = req.t0 - probe_window
+    return [e for e in model.events if e.type == "conn.accepted"
+            and model.ports.get(e.get("proxy")) == (server, scheme) and e.t >= low]
+
+
+def _declared(model: Model) -> tuple[str, list[int]]:
+    """What the router says about probing (ICM-3), for a violation's text, and its event."""
+    if model.router is None:
+        return "", []
+    if model.declares_probing():
+        return f"; {model.router.get('router')} declares that it probes (no ICM-3 limitation)", [model.router.index]
+    why = (model.router.get("limitations") or {}).get("ICM-3", "")
+    return f"; {model.router.get('router')} declares it cannot: {why}", [model.router.index]
 
 
 def check_icm_3(events: list[Event], probe_window: float = DEFAULT_PROBE_WINDOW) -> Verdict:
     """ICM-3 Probe: a request goes only to a server whose port of the request's scheme answers, and that
-    port was pinged (seen by the fault proxy and answered by the server) within ``probe_window``
-    seconds before the decision."""
+    port was pinged - through its fault proxy, as clients reach it - before the decision (earlier in
+    the history) and within ``probe_window`` seconds before the request.
+
+    A ping's path is the server's ``via`` (``proxy`` / ``direct``: the listener's own address, bypassing
+    the fault proxy); a history without it falls back on connections at the port's fault proxy.
+    Violated: the chosen port was down or cut; it was not pinged at all (whatever the router
+    declares: a router without an ICM-3 limitation claims to probe); only the other scheme's port was
+    pinged; only direct pings bypassing the fault proxy. *Unknown* only where the path of the pings
+    seen cannot be observed (no ``via`` and no fault-proxy connection events: an external proxy)."""
     model = build(events)
     if not model.seen_layout:
         return _no_layout("ICM-3")
-    if not any(e.type.startswith("conn.") for e in model.events):
-        return Verdict("ICM-3", UNKNOWN, "probes seen by the fault proxy",
-                       "the history holds no fault-proxy connection events (an external proxy?)")
-    bad, judged = [], 0
+    conn_events = any(e.type.startswith("conn.") for e in model.events)
+    declared, declared_evidence = _declared(model)
+    bad, judged, unobserved = [], 0, 0
     for req in _routed(model):
         chosen = req.chosen
         if chosen is None:
@@ -140,16 +166,40 @@ def check_icm_3(events: list[Event], probe_window: float = DEFAULT_PROBE_WINDOW)
             why = "down" if chosen in snap.down else f"its {req.scheme} port cut off"
             bad.append((req, f"sent to {chosen}, which did not answer ({why})", snap.evidence))
             continue
-        pings, conns = _probes(model, chosen, req.scheme, req.t0 - probe_window, req.decided_at)
+        pings = _pings(model, req, chosen, req.scheme, probe_window)
+        through = [p for p in pings if p.get("via") == "proxy"]
+        direct = [p for p in pings if p.get("via") == "direct"]
+        unsaid = [p for p in pings if p.get("via") not in ("proxy", "direct")]
+        if through:
+            continue
+        if unsaid and conn_events:
+            if _proxied(model, req, chosen, req.scheme, probe_window):
+                continue
+            bad.append((req, f"sent to {chosen}: its {req.scheme} port was pinged ({len(unsaid)}) but its fault "
+                             "proxy saw no connection: the pings bypassed the fault proxy",
+                        [e.index for e in unsaid[:3]]))
+            continue
+        if unsaid:
+            unobserved += 1
+            continue
+        if direct:
+            bad.append((req, f"sent to {chosen}, whose {req.scheme} port was pinged only directly at its listener "
+                             f"({len(direct)} ping(s) with via=direct: the server's own address, bypassing its "
+                             "fault proxy, so a cut port still answers)", [e.index for e in direct[:3]]))
+            continue
         other = "https" if req.scheme == "http" else "http"
-        if not pings or not conns:
-            wrong, _ = _probes(model, chosen, other, req.t0 - probe_window, req.decided_at)
-            seen = f"; only its {other} port was pinged" if wrong else ""
-            bad.append((req, f"sent to {chosen} with no ping of its {req.scheme} port in the {probe_window:g} s "
-                             f"before (pings answered: {len(pings)}, connections at its proxy: {len(conns)}){seen}",
-                        [e.index for e in wrong[:3]]))
-    return _verdict("ICM-3", judged, bad, "the chosen server's port of the request's scheme pinged and answering",
-                    "no request was sent to a server")
+        wrong = _pings(model, req, chosen, other, probe_window)
+        seen = f"; only its {other} port was pinged" if wrong else ""
+        bad.append((req, f"sent to {chosen} with no ping of its {req.scheme} port in the {probe_window:g} s before "
+                         f"the decision{seen}{declared}", [e.index for e in wrong[:3]] + declared_evidence))
+    if not bad and unobserved:
+        return Verdict("ICM-3", UNKNOWN, "the chosen server's port of the request's scheme pinged through its "
+                       "fault proxy and answering",
+                       f"{unobserved} of {judged} request(s) went to a server whose pings were seen, but not which "
+                       "way they came: the pings carry no via and the history holds no fault-proxy connection "
+                       "events (an external proxy)")
+    return _verdict("ICM-3", judged, bad, "the chosen server's port of the request's scheme pinged through its "
+                    "fault proxy and answering", "no request was sent to a server")
 
 
 def check_icm_4(events: list[Event]) -> Verdict:

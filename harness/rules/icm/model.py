@@ -9,10 +9,17 @@ request is the one the router's redirect named, else the last server that saw th
 router's choice whose answer the client got, observed at the servers; a 401 challenge answered by one
 server and the login by another is judged by the second).
 
-The availability states (ICM-2): BUSY when ``availability_threshold > 0`` and ``index <
-availability_threshold``; MAXUSERS when ``max_users > 0`` and ``sessions >= max_users``; RESTRICTED
-when ``restricted != 0``. The choice among equals is the explicit ``tie_break``: ``any`` (every server
-of the highest index is right), ``first`` / ``last`` (in cluster order)."""
+The availability index (ICM-2, the stand-in's interpretation): ``100 - ceil(100 * sessions /
+capacity)``, never below 0 - the ``availability`` the stand-in records with each state, derived here
+from ``sessions`` and ``capacity`` when an event lacks it. The availability states (ICM-2): BUSY
+when ``availability_threshold > 0`` and ``index < availability_threshold``; MAXUSERS when
+``max_users > 0`` and ``sessions >= max_users``; RESTRICTED when ``restricted != 0``. The choice
+among equals is the explicit ``tie_break``: ``any`` (every server of the highest index is right),
+``first`` / ``last`` (in cluster order).
+
+Order is the history's order (event ``index``), never a re-derived time: requests, states and server
+events are folded in index order, and "before the decision" means a smaller index than the event
+that shows the decision (:attr:`Request.decided_index`); equal timestamps are normal."""
 
 from __future__ import annotations
 
@@ -24,6 +31,14 @@ from harness.history.core import Event
 
 TIE_BREAKS = ("any", "first", "last")
 STATE_NAMES = ("BUSY", "MAXUSERS", "RESTRICTED")
+
+
+def availability_index(sessions: int, capacity: int) -> int:
+    """ICM-2 (interpretation, docs/icm.md): ``100 - ceil(100 * sessions / capacity)``, never below 0
+    (a capacity of 0 or less: 0)."""
+    if capacity <= 0:
+        return 0
+    return max(0, 100 - (100 * sessions + capacity - 1) // capacity)
 
 
 @dataclass(frozen=True)
@@ -109,12 +124,14 @@ class Request:
         return next((e for e in self.served if e.get("status") == 200), None)
 
     @property
-    def decided_at(self) -> float:
-        """When the router's choice was visible: the redirect, else the last serve, else the result."""
+    def decided_index(self) -> int:
+        """Where in the history the router's choice was visible: the redirect, else the last serve (a
+        proxy router's choice), else the result, else the request itself. Whatever the router did to
+        decide (ICM-3: its pings) comes before this index."""
         for e in (self.redirect, self.served[-1] if self.served else None, self.result):
             if e is not None:
-                return e.t
-        return self.t0
+                return e.index
+        return self.index
 
     def evidence(self) -> list[int]:
         """The request's own events."""
@@ -193,6 +210,8 @@ class _Folder:
         if e.type == "icm.server.state":
             names = {k: k for k in ServerState.__dataclass_fields__} | {"index": "availability"}
             fields = {k: int(e.get(src)) for k, src in names.items() if e.get(src) is not None}
+            if "index" not in fields:  # ICM-2: the index follows from the load and the capacity
+                fields["index"] = availability_index(fields.get("sessions", 0), fields.get("capacity", 100))
             self.servers[e.get("server")] = ServerState(**fields)
             self.evidence[f"state:{e.get('server')}"] = e.index
             return True
@@ -237,6 +256,14 @@ class Model:
     events: list[Event]
     seen_layout: bool
     downs: list[Event]
+    router: Event | None = None  # the router's icm.router.start (its mode and declared limitations)
+
+    def declares_probing(self) -> bool | None:
+        """ICM-3: whether the router under test declares that it probes - it names no ``ICM-3``
+        limitation in ``icm.router.start`` (None: no such event in the history)."""
+        if self.router is None:
+            return None
+        return "ICM-3" not in (self.router.get("limitations") or {})
 
 
 def build(events: Iterable[Event]) -> Model:
@@ -246,7 +273,11 @@ def build(events: Iterable[Event]) -> Model:
     requests: dict[str, Request] = {}
     open_ids: set[str] = set()
     downs: list[Event] = []
+    router: Event | None = None
     for e in events:
+        if e.type == "icm.router.start":
+            router = e
+            continue
         if folder.apply(e):
             for rid in open_ids:
                 requests[rid].changed_during = True
@@ -271,4 +302,4 @@ def build(events: Iterable[Event]) -> Model:
         elif e.type == "icm.router.decision":
             requests[rid].decision = e
     return Model(list(requests.values()), folder.order, folder.layout, folder.ports, events, folder.seen_layout,
-                 downs)
+                 downs, router)
