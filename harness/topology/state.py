@@ -106,6 +106,9 @@ class RunState:
     created: float
     owner_pid: int
     detached: bool = False
+    #: True from the run directory's creation until ``up`` has finished: a run whose ``up`` died
+    #: half-way is torn down by its reaper even when it was to be detached (docs/topology.md)
+    starting: bool = False
     backend: str = "local"  # where the nodes run: local processes or compose containers
     links: LinksState = field(default_factory=LinksState)
     ports: list[int] = field(default_factory=list)
