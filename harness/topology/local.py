@@ -823,6 +823,8 @@ class LocalTopology(Topology):
         self._write_conf(new)
         self._apply_conf(new)
         self._promote(new)
+        if newp.exposed and self.mode == "sync":
+            self._exposure_started(new, old)
         self._emit("mirroring.partner", node=new, partner=self._partner_of_principal())
         self.links.roles_changed(self._state)
         for other in live_standbys:
@@ -863,10 +865,28 @@ class LocalTopology(Topology):
         self._make_standby(name)
         s.needs_rewind = False
         self._start_locked(name, wait=True)
-        if p.exposed:
-            p.exposed = False
+        p.exposed = False
         self._reload(principal)
-        self._wait_partner_published(principal)
+        self._wait_partner_published(principal)  # the reload has been applied: commits wait for the mirror
+        if p.exposed_since is not None:  # a sync principal's exposed window (exposure.start) ends here
+            self._exposure_ended(principal, name)
+
+    def _exposure_started(self, principal: str, lost: str) -> None:
+        """A sync principal promoted with no live mirror acknowledges commits with no second copy
+        until a mirror rejoins (DUR-1; docs/topology.md, "The exposed window"): record
+        ``exposure.start`` and when it began (in the run state, so a ``rejoin`` by another process
+        can close it)."""
+        s = self._node_state(principal)
+        s.exposed_since = time.monotonic()
+        self._emit("exposure.start", t=s.exposed_since, node=principal, lost=lost, mode=self.mode)
+
+    def _exposure_ended(self, principal: str, mirror: str) -> None:
+        """The principal waits for ``mirror`` again (reloaded with it as synchronous standby): record
+        ``exposure.end`` with the window's length."""
+        s = self._node_state(principal)
+        since, s.exposed_since = s.exposed_since or 0.0, None
+        now = time.monotonic()
+        self._emit("exposure.end", t=now, node=principal, mirror=mirror, seconds=round(now - since, 6))
 
     def _rewind(self, name: str, principal: str) -> None:
         """Make a stopped former principal/standby a copy of ``principal``'s timeline: pg_rewind, or a

@@ -31,6 +31,7 @@ class NodeState:
     datadir: str = ""
     needs_rewind: bool = False
     exposed: bool = False  # a sync principal running without a mirror (commits go on, DUR-1 exposed)
+    exposed_since: float | None = None  # time.monotonic() the exposed window began (exposure.start)
     paused_scope: str | None = None
 
 

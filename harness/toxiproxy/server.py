@@ -97,7 +97,10 @@ class EmbeddedToxiproxy:
 
         thread = threading.Thread(target=run, name=f"embedded-toxiproxy-{id(self):x}", daemon=True)
         thread.start()
-        ready.wait()
+        if not ready.wait(timeout=30):  # a deadline even for the in-process start (docs/topology.md)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            raise ProxyError("embedded toxiproxy did not start within 30 s")
         if failure:
             thread.join()
             loop.close()
