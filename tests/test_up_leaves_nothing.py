@@ -334,3 +334,17 @@ def test_a_disk_that_fills_during_up_is_one_line_within_seconds(mounted, home: s
     assert "\n" not in message and f"the harness home {disk} has" in message and "MB free, needs ~" in message
     assert wait_for(lambda: not harness_processes(str(disk)), 3), harness_processes(str(disk))
     assert not list((disk / "runs").iterdir())
+
+
+@pytest.mark.parametrize("command", [["up", "--detach"], ["run", "-k", "no_such_test"], ["status", "--run",
+                                     "1206200724-fdd3"], ["down", "--all"]])
+def test_every_command_names_a_home_that_is_a_file_in_one_line(command: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "home-file"
+    bad.write_text("not a folder\n")
+    env = dict(os.environ, FAILOVER_HARNESS_HOME=str(bad), FAILOVER_HARNESS_REPORTS=str(tmp_path / "reports"))
+    env.pop("FAILOVER_HARNESS_TEMPLATES", None)
+    res = subprocess.run([*FH, *command], env=env, capture_output=True, text=True, timeout=60)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2, res.stderr
+    assert len(lines) == 1 and str(bad) in lines[0] and "it is a file, not a folder" in lines[0], res.stderr
+    assert "FAILOVER_HARNESS_HOME" in lines[0] and "internal error" not in lines[0]

@@ -34,6 +34,9 @@ COMMAND_MODULES = [
 
 
 EXIT_USAGE, EXIT_HARNESS = 2, 3
+#: Sub-commands that create state (runs, templates, reports): the harness home and the reports folder
+#: are checked before they start anything (harness.topology.preflight; ``up`` checks the space too).
+STATE_COMMANDS = frozenset({"up", "run", "matrix", "nightly", "pgbouncer"})
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -104,9 +107,12 @@ def _state_folder_problem(exc: BaseException) -> str | None:
     path = str(exc.filename)
     roots = {preflight.HOME_ENV: str(preflight.home_path()),
              preflight.REPORTS_ENV: os.environ.get(preflight.REPORTS_ENV) or ""}
+    reason = (exc.strerror or type(exc).__name__).lower()
+    if isinstance(exc, FileExistsError) and Path(path).exists() and not Path(path).is_dir():
+        reason = "it is a file, not a folder"
     for env, root in roots.items():
         if root and (path == root or path.startswith(root.rstrip("/") + "/")):
-            return (f"cannot use {path}: {(exc.strerror or type(exc).__name__).lower()}; set {env} to a writable "
+            return (f"cannot use {path}: {reason}; set {env} to a writable "
                     f"folder on a disk with free space (e.g. {env}=/tmp/failover-harness)")
     if exc.errno in (28, 122):  # ENOSPC, EDQUOT anywhere else
         return f"no space left for {path}; free some space on its disk or set {preflight.HOME_ENV}"
@@ -124,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
 
             argv = ["run", *split_passthrough(argv[1:])]
         args = parser.parse_args(argv)
+        if args.command in STATE_COMMANDS:
+            from harness.topology.preflight import check_state_folders
+
+            check_state_folders()
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"failover-harness: error: {_one_line(exc, 2000)}", file=sys.stderr)
