@@ -234,13 +234,50 @@ def test_a_failure_at_each_step_of_up_leaves_nothing(step: str, home: str, monke
     assert not list((Path(home) / "runs").iterdir())
 
 
-def test_a_failure_of_an_in_process_up_leaves_nothing(home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+REAL_TOXIPROXY = Path(__file__).resolve().parent.parent.parent / "shared" / "toxiproxy" / "toxiproxy-server"
+
+
+def _use_server(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded server in this process, or the real binary spawned (skipped where none runs)."""
+    monkeypatch.delenv("TOXIPROXY_URL", raising=False)
+    if kind == "embedded":
+        monkeypatch.delenv("TOXIPROXY_SERVER_BIN", raising=False)
+        monkeypatch.setenv("PATH", "/usr/bin:/bin")
+        return
+    binary = os.environ.get("TOXIPROXY_SERVER_BIN") or str(REAL_TOXIPROXY)
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"no real toxiproxy-server at {binary}")
+    monkeypatch.setenv("TOXIPROXY_SERVER_BIN", binary)
+
+
+@pytest.mark.parametrize("kind", ["embedded", "real binary"])
+def test_a_failure_of_an_in_process_up_leaves_nothing(kind: str, home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_server(kind, monkeypatch)
     pair = LocalPair()  # the fault proxy in this process (not detached)
     monkeypatch.setattr(LocalTopology, "_wait_streaming", _after(LocalTopology._wait_streaming, "streaming"))
     with pytest.raises(Injected):
         pair.up()
     assert not harness_processes(home)
     assert not list((Path(home) / "runs").iterdir())
+
+
+def test_a_sigkilled_in_process_up_leaves_no_spawned_fault_proxy(home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real binary is a plain child of the process that runs ``up``: recorded in the run the moment
+    it is forked, so the reaper stops it when that process is SIGKILLed half-way."""
+    _use_server("real binary", monkeypatch)
+    script = ("import sys\nfrom harness.topology import Pair\n"
+              "Pair(progress=lambda m: print(m, file=sys.stderr, flush=True)).up()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "copying the template" in line:
+            break
+    assert any("toxiproxy-server" in line for line in harness_processes(home))
+    proc.kill()
+    proc.wait()
+    proc.stderr.close()
+    assert wait_for(lambda: not harness_processes(home), 10), harness_processes(home)
 
 
 # --------------------------------------------------- a crashed up: its reaper, else down --all, cleans
