@@ -200,8 +200,8 @@ PARTIAL = b"GET /version HTTP/1.1\r\nHost: x\r\n"
 def test_the_embedded_api_closes_a_connection_with_incomplete_headers(embedded: EmbeddedToxiproxy) -> None:
     assert HEADER_TIMEOUT == 15.0  # the default is real 2.12's (measured below)
     port = embedded.api_port
-    assert 0.4 < _closed_after(port, PARTIAL, limit=10) < 3
-    assert 0.4 < _closed_after(port, b"", trickle=b"GET /version HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxx", limit=10) < 3
+    assert 0.4 < _closed_after(port, PARTIAL, limit=10) < 5  # 0.5 s, with room for a loaded machine
+    assert 0.4 < _closed_after(port, b"", trickle=b"GET /version HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxx", limit=10) < 5
     assert _idle_keeps_serving(port, idle=1.2)  # idle between requests is not a slow header
     with socket.create_connection(("127.0.0.1", port)) as s:  # the API still answers afterwards
         s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

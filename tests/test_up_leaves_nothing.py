@@ -277,7 +277,7 @@ def test_a_sigkilled_in_process_up_leaves_no_spawned_fault_proxy(home: str, monk
     proc.kill()
     proc.wait()
     proc.stderr.close()
-    assert wait_for(lambda: not harness_processes(home), 10), harness_processes(home)
+    assert wait_for(lambda: not harness_processes(home), 30), harness_processes(home)
 
 
 # --------------------------------------------------- a crashed up: its reaper, else down --all, cleans
@@ -287,7 +287,7 @@ def _up_killed_at(line_part: str, env: dict[str, str], first: Callable[[], None]
     proc = subprocess.Popen([*FH, "up", "--detach"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     assert proc.stderr is not None
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # generous: CI shares 2 cores between two workers
     for line in proc.stderr:
         if line_part in line:
             break
@@ -305,8 +305,8 @@ def _up_killed_at(line_part: str, env: dict[str, str], first: Callable[[], None]
 @pytest.mark.parametrize("step", ["starting the fault proxy", "copying the template", "waiting for n2"])
 def test_the_reaper_cleans_a_sigkilled_up(step: str, home: str) -> None:
     _up_killed_at(step, dict(os.environ))
-    assert wait_for(lambda: not harness_processes(home), 10), harness_processes(home)
-    assert wait_for(lambda: not list((Path(home) / "runs").iterdir()), 5)
+    assert wait_for(lambda: not harness_processes(home), 30), harness_processes(home)
+    assert wait_for(lambda: not list((Path(home) / "runs").iterdir()), 10)
 
 
 def test_down_all_stops_what_a_crashed_up_and_its_reaper_left(home: str) -> None:
@@ -325,7 +325,7 @@ def test_down_all_stops_what_a_crashed_up_and_its_reaper_left(home: str) -> None
     res = subprocess.run([*FH, "down", "--all"], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "no runs" not in res.stdout
-    assert wait_for(lambda: not harness_processes(home), 5), harness_processes(home)
+    assert wait_for(lambda: not harness_processes(home), 15), harness_processes(home)
 
 
 def test_the_background_fault_proxy_stops_when_its_run_is_gone(tmp_path: Path) -> None:
@@ -339,7 +339,7 @@ def test_the_background_fault_proxy_stops_when_its_run_is_gone(tmp_path: Path) -
         time.sleep(0.6)
         assert proc.poll() is None  # its run is there: it serves
         (run / "state.json").unlink()
-        assert proc.wait(timeout=5) == 0
+        assert proc.wait(timeout=15) == 0  # it polls every 0.5 s
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -366,7 +366,7 @@ def test_a_disk_that_fills_during_up_is_one_line_within_seconds(mounted, home: s
     t0 = time.monotonic()
     with pytest.raises(ConfigError) as err:
         LocalPair(detached=True).up()
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 20  # seconds, not a hang (2 s measured on a quiet machine)
     message = str(err.value)
     assert "\n" not in message and f"the harness home {disk} has" in message and "MB free, needs ~" in message
     assert wait_for(lambda: not harness_processes(str(disk)), 3), harness_processes(str(disk))
