@@ -295,8 +295,8 @@ def _background_embedded_server(timeout: float = 15, run_dir: Path | None = None
                                 register: Callable[[ProcessRecord], None] | None = None) -> ProxiedLinks:
     """The embedded server as a background process for a detached run. It binds its API port itself
     (``--port 0``) and says which one on its first output line, so no other process can take the
-    port between choosing and binding it (issue 17). It is registered (``register``) before it is
-    waited for, and killed here when it does not answer within ``timeout``."""
+    port between choosing and binding it (docs/topology.md, "Where things live"). It is registered
+    (``register``) before it is waited for, and killed here when it does not answer within ``timeout``."""
     argv = [sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1", "--port", "0"]
     if run_dir is not None:
         argv += ["--run-dir", str(run_dir)]
