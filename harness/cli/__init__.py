@@ -34,6 +34,9 @@ COMMAND_MODULES = [
 
 
 EXIT_USAGE, EXIT_HARNESS = 2, 3
+#: Sub-commands that create state (runs, templates, reports): the harness home and the reports folder
+#: are checked before they start anything (harness.topology.preflight; ``up`` checks the space too).
+STATE_COMMANDS = frozenset({"up", "run", "matrix", "nightly", "pgbouncer"})
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -93,6 +96,29 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
+def _state_folder_problem(exc: BaseException) -> str | None:
+    """The one line for an OSError on the harness home or the reports folder (a file where a folder
+    should be, a read-only mount, a full disk) that a command met past its checks, else None: a
+    configuration problem, never "internal error" (docs/topology.md, "Before anything starts")."""
+    from harness.topology import preflight
+
+    if not isinstance(exc, OSError) or not exc.filename:
+        return None
+    path = str(exc.filename)
+    roots = {preflight.HOME_ENV: str(preflight.home_path()),
+             preflight.REPORTS_ENV: os.environ.get(preflight.REPORTS_ENV) or ""}
+    reason = (exc.strerror or type(exc).__name__).lower()
+    if isinstance(exc, FileExistsError) and Path(path).exists() and not Path(path).is_dir():
+        reason = "it is a file, not a folder"
+    for env, root in roots.items():
+        if root and (path == root or path.startswith(root.rstrip("/") + "/")):
+            return (f"cannot use {path}: {reason}; set {env} to a writable "
+                    f"folder on a disk with free space (e.g. {env}=/tmp/failover-harness)")
+    if exc.errno in (28, 122):  # ENOSPC, EDQUOT anywhere else
+        return f"no space left for {path}; free some space on its disk or set {preflight.HOME_ENV}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code (OBS-1: a bad input is one
     line and exit 2, a harness error one line and exit 3, never a traceback)."""
@@ -104,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
 
             argv = ["run", *split_passthrough(argv[1:])]
         args = parser.parse_args(argv)
+        if args.command in STATE_COMMANDS:
+            from harness.topology.preflight import check_state_folders
+
+            check_state_folders()
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"failover-harness: error: {_one_line(exc, 2000)}", file=sys.stderr)
@@ -114,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the catch-all: no traceback reaches the user
+        folder_problem = _state_folder_problem(exc)
+        if folder_problem is not None:
+            print(f"failover-harness: error: {_one_line(folder_problem, 2000)}", file=sys.stderr)
+            return EXIT_USAGE
         log = _write_crash_log(exc)
         where = f"the traceback is in {log}" if log else "no log could be written"
         print(f"failover-harness: internal error, please report it ({type(exc).__name__}: {_one_line(exc)}); "

@@ -16,7 +16,7 @@ from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.cli.membership_cmds import MEMBERSHIP_ACTIONS, apply_membership
 from harness.errors import ConfigError
 from harness.faults import Faults
-from harness.topology import resolve
+from harness.topology import preflight, resolve
 from harness.topology.backend import BACKENDS, attach, engine_names
 from harness.topology.local import TOPOLOGIES, TOPOLOGY_ENGINES
 from harness.topology.run import down_all, down_run, run_path
@@ -38,6 +38,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise ConfigError(f"topology {args.topology!r} runs on engine {implied!r}, not {args.engine!r}; "
                           f"drop --engine or pick a {args.engine} topology")
     backend, engine = resolve(args.backend, args.engine or implied or "postgres")
+    preflight.check_up(engine.name, TOPOLOGIES[args.topology])  # before anything starts (a bad home: one line)
     topo = backend.build(engine, TOPOLOGIES[args.topology], mode=args.mode, mirror_readable=args.mirror_readable,
                          detached=args.detach, links="proxy" if args.proxy else "direct",
                          progress=_progress(not args.json or not args.detach))

@@ -7,10 +7,14 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
 from harness.errors import ConfigError, ProxyError
 from harness.toxiproxy.limits import is_loopback
 from harness.toxiproxy.server import VERSION, ToxiproxyServer, serve_forever
+
+#: A run's state file (harness.topology.run.STATE_FILE; not imported: the server starts light).
+STATE_FILE = "state.json"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,7 +31,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host: the API has no authentication (like real Toxiproxy), "
                    "so anyone who reaches it can create proxies on this machine")
+    p.add_argument("--run-dir", default=None,
+                   help="the run this server serves (set by 'up --detach'): 'down' finds the server by it, "
+                   "and the server stops by itself once that run's folder is gone")
     p.set_defaults(func=run_server)
+
+
+async def watch_run(run_dir: Path, stop: asyncio.Event, every: float = 0.5) -> None:
+    """Set ``stop`` once the run's state file is gone (its ``down`` ran, or its ``up`` failed and
+    cleaned up): a fault proxy never outlives its run (docs/topology.md, "Bringing a topology up")."""
+    while not stop.is_set():
+        if not (run_dir / STATE_FILE).exists():
+            stop.set()
+            return
+        await asyncio.sleep(every)
 
 
 def remote_warning(host: str, port: int) -> str:
@@ -63,6 +80,9 @@ def run_server(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if args.run_dir:
+            watcher = asyncio.ensure_future(watch_run(Path(args.run_dir), stop))
+            watcher.add_done_callback(lambda _: None)
 
         def ready(server: ToxiproxyServer) -> None:
             if not is_loopback(args.host):

@@ -66,21 +66,56 @@ def check_no_acknowledged_write_lost(events: list[Event], *, mode: str = "sync")
                        evidence=[final.index], details={"mode": mode})
     present = {_key(v) for v in value}
     lost = [w for w in judged if _key(w.get("value")) not in present]
+    windows = exposure_windows(ordered)
+    exposed = [w for w in judged if any(_inside(w, win) for win in windows)]
     details: dict[str, Any] = {
         "mode": mode, "acknowledged": len(judged), "present": len(present),
         "lost": [w.get("value") for w in lost], "lost_count": len(lost),
         "final_read": final.index, "not_judged": [w.get("value") for w in not_judged],
+        "exposed_windows": windows, "exposed_writes": len(exposed),
     }
+    note = (f"; {len(exposed)} of them acknowledged while the principal ran exposed (no second copy: "
+            f"{_windows_text(windows)})" if windows else "")
     if not lost:
         return Verdict(RULE_ID, True, expected=expected,
                        observed=f"all {len(judged)} acknowledged write(s) present in the final read "
-                                f"(event {final.index})",
+                                f"(event {final.index}){note}",
                        evidence=[final.index], details=details)
     lost_keys = [w.get("value") for w in lost]
     observed = (f"{len(lost)} of {len(judged)} acknowledged write(s) lost: {_short(lost_keys)}"
-                + (" (finding: async mode)" if mode == "async" else ""))
+                + (" (finding: async mode)" if mode == "async" else "") + note)
     return Verdict(RULE_ID, False, expected=expected, observed=observed,
                    evidence=[w.index for w in lost] + [final.index], details=details)
+
+
+def exposure_windows(events: list[Event]) -> list[dict[str, Any]]:
+    """The windows in which a sync principal acknowledged writes with no second copy (after a
+    failover, until a mirror rejoined: ``exposure.start`` / ``exposure.end``, docs/topology.md "The
+    exposed window"), in order: ``{"node", "start", "end", "seconds"}`` with event indexes; ``end``
+    and ``seconds`` are None for a window still open when the history ends."""
+    windows: list[dict[str, Any]] = []
+    open_by_node: dict[Any, dict[str, Any]] = {}
+    for e in events:
+        if e.type == "exposure.start":
+            win = {"node": e.get("node"), "start": e.index, "end": None, "seconds": None}
+            open_by_node[e.get("node")] = win
+            windows.append(win)
+        elif e.type == "exposure.end" and e.get("node") in open_by_node:
+            win = open_by_node.pop(e.get("node"))
+            win["end"], win["seconds"] = e.index, e.get("seconds")
+    return windows
+
+
+def _inside(write: Event, window: dict[str, Any]) -> bool:
+    return window["start"] < write.index and (window["end"] is None or write.index < window["end"])
+
+
+def _windows_text(windows: list[dict[str, Any]]) -> str:
+    parts = []
+    for w in windows:
+        length = f"{w['seconds']:.3f} s" if isinstance(w["seconds"], int | float) else "until the end"
+        parts.append(f"{w['node']} {length}, events {w['start']}-{w['end'] if w['end'] is not None else '…'}")
+    return "; ".join(parts)
 
 
 def params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from harness.errors import ConfigError, TopologyError
 from harness.paths import harness_home, repo_root, runs_dir
 from harness.ports import allocate_port
 from harness.secrets import write_private_file
+from harness.topology import preflight
 from harness.topology.compose_events import ContainerLogEvents
 from harness.topology.compose_setup import compose_version
 from harness.topology.dockerd import docker_client, engine_answers
@@ -184,6 +185,7 @@ class ComposeTopology(LocalTopology):
         """Write the run's folders and env file, ``docker compose up``, wait until the principal
         accepts writes and every standby streams through its replication proxy."""
         t0 = time.monotonic()
+        preflight.check_up(self.engine.name, self.n_nodes)  # before any container or process starts
         self._docker = docker_client()
         images = {"postgres": image_for(POSTGRES, self._docker), "toxiproxy": image_for(TOXIPROXY, self._docker)}
         self.run_id = new_run_id()
@@ -219,6 +221,7 @@ class ComposeTopology(LocalTopology):
                     self._emit("node.start", t=started, node=n.name, role=n.role, seconds=time.monotonic() - started)
             if self.detached:  # this process exits now; the run keeps its ports until 'down'
                 self._hold_reservations(reaper)
+            self._mark_started()
         except BaseException:
             self.down()
             raise
@@ -248,7 +251,8 @@ class ComposeTopology(LocalTopology):
         all_ports = [p for triple in ports.values() for p in triple] + [self._api_port]
         state = RunState(run=run, topology=self.topology, engine=self.engine.name, version="15", mode=self.mode,
                          mirror_readable=self.mirror_readable, created=time.time(), owner_pid=os.getpid(),
-                         detached=self.detached, backend="compose", links=links, ports=all_ports, nodes=nodes)
+                         detached=self.detached, starting=True, backend="compose", links=links, ports=all_ports,
+                         nodes=nodes)
         if direct:  # the compose file still wires the proxies: the replication ports are needed
             state.links.proxies = proxies
         return state

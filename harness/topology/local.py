@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import runs_dir
 from harness.ports import allocate_port, hand_over, holder, release_port, retry_on_port_in_use
-from harness.topology import api
+from harness.topology import api, preflight
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
 from harness.topology.held import HeldAdmin
@@ -51,6 +51,7 @@ from harness.topology.state import (
     STOPPED,
     LinksState,
     NodeState,
+    ProcessRecord,
     RunState,
 )
 
@@ -205,11 +206,17 @@ class LocalTopology(Topology):
         return topo
 
     def up(self) -> LocalTopology:
-        """Create the run directory, start every server, wait until the mirror(s) stream."""
+        """Check the harness home, create the run directory, start the fault proxy and every server,
+        wait until the mirror(s) stream (docs/topology.md, "Bringing a topology up").
+
+        Nothing starts before the checks pass (:func:`preflight.check_up`: one ConfigError line); the
+        run directory and its state exist before the first process does, and every process is
+        recorded in it as it starts, so a failure at any step stops all of it (:meth:`down`) and a
+        crash leaves it to the reaper or ``down --all``. Each long step has a deadline and a progress
+        line; a full disk at any step is one ConfigError line (:func:`preflight.space_error`)."""
         t0 = time.monotonic()
-        if self._links_spec == "proxy":
-            self.progress("starting the fault proxy")
-            self.links = make_links("proxy", self.detached)
+        preflight.check_up(self.engine.name, self.n_nodes)
+        version = self.engine.server_version()
         self.run_id = new_run_id()
         self.path = runs_dir() / self.run_id
         self.path.mkdir(mode=0o755)
@@ -218,47 +225,76 @@ class LocalTopology(Topology):
         ports = [allocate_port() for _ in names]
         self._state = RunState(
             run=self.run_id, topology=self.topology, engine=self.engine.name,
-            version=self.engine.server_version(), mode=self.mode, mirror_readable=self.mirror_readable,
-            created=time.time(), owner_pid=os.getpid(), detached=self.detached,
+            version=version, mode=self.mode, mirror_readable=self.mirror_readable,
+            created=time.time(), owner_pid=os.getpid(), detached=self.detached, starting=True,
             links=LinksState(kind=self.links.kind), ports=list(ports),
             nodes=[NodeState(name=n, role=PRINCIPAL if i == 0 else (MIRROR if self.n_nodes == 2 else STANDBY),
                              port=p, client_port=p, datadir=str(self.path / n / "data"))
                    for i, (n, p) in enumerate(zip(names, ports, strict=True))])
         save_state(self.path, self._state)
-        reaper = start_reaper(self.path, os.getpid())  # a detached run's one holds its port reservations
         try:
-            self.progress("preparing data-directory template")
-            template = self.engine.template_dir(self.run_as)
-            with locked(self.path):
-                for n in names:
-                    d = self.path / n
-                    d.mkdir()
-                    self.run_as.chown(d)
-                self.engine.copy_template(template, *(self.path / n / "data" for n in names))
-                self.links.setup(self._state)
-                self._forward_proxy_events()
-                for node in self._state.nodes:
-                    host, port = self.links.client_address(self._state, node.name)
-                    node.client_host, node.client_port = host, port
-                save_state(self.path, self._state)
-                self.progress(f"starting {self.topology} ({self.mode}) in {self.path}")
-                principal = names[0]
-                self._start_locked(principal, wait=False)
-                for n in names[1:]:
-                    self.engine.make_standby(Path(self._node_state(n).datadir), self.run_as)
-                    self._start_locked(n, wait=False)
-                self._wait_started(principal)
-                for n in names[1:]:
-                    self._wait_started(n)
-                    self._wait_streaming(n, principal)
-                save_state(self.path, self._state)
+            reaper = start_reaper(self.path, os.getpid())  # a detached run's one holds its port reservations
+            self._start_all(names)
             if self.detached:  # this process exits now; the run keeps its ports until 'down'
                 self._hold_reservations(reaper, claim_fault_proxy=True)
-        except BaseException:
+            self._mark_started()
+        except BaseException as exc:
             self.down()
+            if preflight.is_no_space(exc):
+                raise preflight.space_error(self.path.parent.parent,
+                                            preflight.needed_mb(self.engine.name, self.n_nodes, True)) from None
             raise
         self._announce_up(t0)
         return self
+
+    def _register_process(self, record: ProcessRecord) -> None:
+        """Record a process of the run the moment it exists (the fault proxy's background server),
+        so that :meth:`down`, the reaper and ``down --all`` stop it whatever happens next."""
+        self._state.processes = [p for p in self._state.processes if p.pid != record.pid] + [record]
+        save_state(self.path, self._state)
+
+    def _start_all(self, names: list[str]) -> None:
+        """The steps of :meth:`up` after the run directory exists, each under a deadline with a
+        progress line: the fault proxy, the template, the copies, the servers, the catch-up."""
+        if self._links_spec == "proxy":
+            self.progress("starting the fault proxy")
+            self.links = make_links("proxy", self.detached, run_dir=self.path, register=self._register_process)
+            self._state.links = LinksState(kind=self.links.kind)
+            save_state(self.path, self._state)
+        self.progress("preparing the data-directory template")
+        template = self.engine.template_dir(self.run_as)
+        with locked(self.path):
+            for n in names:
+                d = self.path / n
+                d.mkdir()
+                self.run_as.chown(d)
+            self.progress(f"copying the template to {len(names)} data directories")
+            self.engine.copy_template(template, *(self.path / n / "data" for n in names))
+            self.links.setup(self._state)
+            self._forward_proxy_events()
+            for node in self._state.nodes:
+                host, port = self.links.client_address(self._state, node.name)
+                node.client_host, node.client_port = host, port
+            save_state(self.path, self._state)
+            self.progress(f"starting {self.topology} ({self.mode}) in {self.path}")
+            principal = names[0]
+            self._start_locked(principal, wait=False)
+            for n in names[1:]:
+                self.engine.make_standby(Path(self._node_state(n).datadir), self.run_as)
+                self._start_locked(n, wait=False)
+            self._wait_started(principal)
+            for n in names[1:]:
+                self._wait_started(n)
+                self.progress(f"waiting for {n} to stream from {principal}")
+                self._wait_streaming(n, principal)
+            save_state(self.path, self._state)
+
+    def _mark_started(self) -> None:
+        """The run is complete: from now on a detached run outlives its ``up`` (the reaper leaves it)."""
+        with locked(self.path):
+            self.refresh()
+            self._state.starting = False
+            save_state(self.path, self._state)
 
     def _announce_up(self, t0: float) -> None:
         """Record that the topology is up: the partner the principal publishes, then ``topology.up``."""
@@ -787,6 +823,8 @@ class LocalTopology(Topology):
         self._write_conf(new)
         self._apply_conf(new)
         self._promote(new)
+        if newp.exposed and self.mode == "sync":
+            self._exposure_started(new, old)
         self._emit("mirroring.partner", node=new, partner=self._partner_of_principal())
         self.links.roles_changed(self._state)
         for other in live_standbys:
@@ -827,10 +865,28 @@ class LocalTopology(Topology):
         self._make_standby(name)
         s.needs_rewind = False
         self._start_locked(name, wait=True)
-        if p.exposed:
-            p.exposed = False
+        p.exposed = False
         self._reload(principal)
-        self._wait_partner_published(principal)
+        self._wait_partner_published(principal)  # the reload has been applied: commits wait for the mirror
+        if p.exposed_since is not None:  # a sync principal's exposed window (exposure.start) ends here
+            self._exposure_ended(principal, name)
+
+    def _exposure_started(self, principal: str, lost: str) -> None:
+        """A sync principal promoted with no live mirror acknowledges commits with no second copy
+        until a mirror rejoins (DUR-1; docs/topology.md, "The exposed window"): record
+        ``exposure.start`` and when it began (in the run state, so a ``rejoin`` by another process
+        can close it)."""
+        s = self._node_state(principal)
+        s.exposed_since = time.monotonic()
+        self._emit("exposure.start", t=s.exposed_since, node=principal, lost=lost, mode=self.mode)
+
+    def _exposure_ended(self, principal: str, mirror: str) -> None:
+        """The principal waits for ``mirror`` again (reloaded with it as synchronous standby): record
+        ``exposure.end`` with the window's length."""
+        s = self._node_state(principal)
+        since, s.exposed_since = s.exposed_since or 0.0, None
+        now = time.monotonic()
+        self._emit("exposure.end", t=now, node=principal, mirror=mirror, seconds=round(now - since, 6))
 
     def _rewind(self, name: str, principal: str) -> None:
         """Make a stopped former principal/standby a copy of ``principal``'s timeline: pg_rewind, or a

@@ -44,7 +44,7 @@ from harness.paths import templates_dir
 from harness.secrets import remember, write_private_file
 from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, run_tool, spawn_server, wait_gone
-from harness.topology.template_cache import build_folder, cached_template
+from harness.topology.template_cache import build_folder, cached_template, copy_tree
 
 APP_USER = "app"
 APP_DATABASE = "app"
@@ -233,13 +233,10 @@ def _passwords() -> tuple[str, str]:
     return _read_credentials(str(path), path.stat().st_mtime_ns)
 
 
-def copy_template(template: Path, *dests: Path) -> None:
-    """Copy the template data directory to each of ``dests`` (``cp -a``, in parallel)."""
-    procs = [subprocess.Popen(["cp", "-a", "--reflink=auto", str(template), str(d)], stderr=subprocess.PIPE,
-                              text=True) for d in dests]
-    errors = [p.communicate()[1].strip() for p in procs if p.wait() != 0]
-    if errors:
-        raise TopologyError(f"copying the MariaDB template failed: {'; '.join(errors)}")
+def copy_template(template: Path, *dests: Path, timeout: float = 60) -> None:
+    """Copy the template data directory to each of ``dests`` (``cp -a``, in parallel) within
+    ``timeout`` seconds (:func:`~harness.topology.template_cache.copy_tree`)."""
+    copy_tree(template, dests, timeout, "the MariaDB template")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from harness.topology.process import (
     spawn_server,
     wait_gone,
 )
-from harness.topology.template_cache import build_folder, cached_template
+from harness.topology.template_cache import build_folder, cached_template, copy_tree
 
 APP_USER = "app"
 APP_DATABASE = "app"
@@ -203,14 +203,10 @@ def _free_port() -> int:
     return port
 
 
-def copy_template(template: Path, *dests: Path) -> None:
+def copy_template(template: Path, *dests: Path, timeout: float = 60) -> None:
     """Copy the template data directory to each of ``dests`` (in parallel), keeping owner and
-    modes (``cp -a``)."""
-    procs = [subprocess.Popen(["cp", "-a", "--reflink=auto", str(template), str(d)], stderr=subprocess.PIPE,
-                              text=True) for d in dests]
-    errors = [p.communicate()[1].strip() for p in procs if p.wait() != 0]
-    if errors:
-        raise TopologyError(f"copying the data-directory template failed: {'; '.join(errors)}")
+    modes, within ``timeout`` seconds (:func:`~harness.topology.template_cache.copy_tree`)."""
+    copy_tree(template, dests, timeout, "the data-directory template")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from harness.capture import CaptureTarget, Observation, RefusedConnectCapture
 from harness.errors import CaptureUnavailable, ConfigError, ProxyError
@@ -102,7 +103,7 @@ class ProxiedLinks:
             names[node.name] = ProxyNames(front.name, front.listen, repl.name, repl.listen)
         state.links = LinksState(kind=self.kind, url=self.client.url, proxy_kind=self.proxy_kind,
                                  version=self.version, description=self.description, proxies=names)
-        if self._process:
+        if self._process and all(p.pid != self._process.pid for p in state.processes):
             state.processes.append(self._process)
         self._remember_targets(state)
 
@@ -266,17 +267,23 @@ class _CaptureFeed:
             self._capture = None
 
 
-def start_proxied_links(detached: bool = False, kind: str | None = None) -> ProxiedLinks:
+def start_proxied_links(detached: bool = False, kind: str | None = None, run_dir: Path | None = None,
+                        register: Callable[[ProcessRecord], None] | None = None) -> ProxiedLinks:
     """Pick and start the fault proxy server for a new run and return links through it.
 
     In-process runs use :func:`start_fault_proxy` (embedded server in a thread, a spawned binary,
     or ``TOXIPROXY_URL``). A detached run without ``TOXIPROXY_URL`` gets the embedded server as a
-    background process (``failover-harness toxiproxy-server``) that ``down`` stops."""
+    background process (``failover-harness toxiproxy-server``) that ``down`` stops. ``register`` is
+    called with every process started here the moment it exists (before it answers), and the
+    background server carries ``run_dir`` on its command line and exits once that run is gone, so a
+    failed or crashed ``up`` leaves no fault proxy behind (docs/topology.md, "Bringing a topology up")."""
     if detached and not os.environ.get("TOXIPROXY_URL") and kind in (None, "embedded"):
-        return _background_embedded_server()
+        return _background_embedded_server(run_dir=run_dir, register=register)
     stack = contextlib.ExitStack()
+    on_spawn = None if register is None else (lambda pid: register(ProcessRecord(
+        "toxiproxy-server", pid, None, start_ticks(pid))))
     try:
-        handle = stack.enter_context(start_fault_proxy(kind=kind))
+        handle = stack.enter_context(start_fault_proxy(kind=kind, on_spawn=on_spawn))
     except BaseException:
         stack.close()
         raise
@@ -284,32 +291,41 @@ def start_proxied_links(detached: bool = False, kind: str | None = None) -> Prox
                         description=handle.describe())
 
 
-def _background_embedded_server(timeout: float = 15) -> ProxiedLinks:
+def _background_embedded_server(timeout: float = 15, run_dir: Path | None = None,
+                                register: Callable[[ProcessRecord], None] | None = None) -> ProxiedLinks:
     """The embedded server as a background process for a detached run. It binds its API port itself
     (``--port 0``) and says which one on its first output line, so no other process can take the
-    port between choosing and binding it (issue 17)."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1",
-                             "--port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    port between choosing and binding it (docs/topology.md, "Where things live"). It is registered
+    (``register``) before it is waited for, and killed here when it does not answer within ``timeout``."""
+    argv = [sys.executable, "-m", "harness.cli", "toxiproxy-server", "--host", "127.0.0.1", "--port", "0"]
+    if run_dir is not None:
+        argv += ["--run-dir", str(run_dir)]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, start_new_session=True, text=True)
     assert proc.stdout is not None
+    record = ProcessRecord("toxiproxy-server", proc.pid, proc.pid, start_ticks(proc.pid))
     try:
+        if register is not None:
+            register(record)
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline() if ready else ""
+        match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+        client = ToxiproxyClient(match.group(1) if match else "http://127.0.0.1:0", timeout=5)
+        deadline = time.monotonic() + timeout
+        while match is None or not client.is_available():
+            if match is None or proc.poll() is not None or time.monotonic() > deadline:
+                raise ProxyError(f"the embedded toxiproxy server did not start within {timeout:.0f} s (exit code "
+                                 f"{proc.poll()}; it said {line.strip()[:200]!r})")
+            time.sleep(0.02)
+        version = client.version()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     finally:
         proc.stdout.close()  # it prints nothing else on stdout
-    match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-    client = ToxiproxyClient(match.group(1) if match else "http://127.0.0.1:0", timeout=5)
-    deadline = time.monotonic() + timeout
-    while match is None or not client.is_available():
-        if match is None or proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            raise ProxyError(f"the embedded toxiproxy server did not start (exit code {proc.poll()}; "
-                             f"it said {line.strip()[:200]!r})")
-        time.sleep(0.02)
-    return ProxiedLinks(client, "embedded", client.version(),
-                        process=ProcessRecord("toxiproxy-server", proc.pid, proc.pid, start_ticks(proc.pid)),
-                        description=f"embedded Toxiproxy-compatible server {client.version()} at "
+    return ProxiedLinks(client, "embedded", version, process=record,
+                        description=f"embedded Toxiproxy-compatible server {version} at "
                                     f"{client.url} (background process {proc.pid})")
 
 
@@ -322,13 +338,15 @@ def links_from_state(state: RunState) -> ProxiedLinks:
     return ProxiedLinks(client, links.proxy_kind or "external", links.version or "?", description=links.description)
 
 
-def make_links(spec: Links | str | None, detached: bool = False) -> Links:
-    """``"proxy"`` (default): every address behind the fault proxy (started here); ``"direct"`` or
-    None: no proxy; or a ready-made :class:`Links`, returned as it is."""
+def make_links(spec: Links | str | None, detached: bool = False, run_dir: Path | None = None,
+               register: Callable[[ProcessRecord], None] | None = None) -> Links:
+    """``"proxy"`` (default): every address behind the fault proxy (started here, each process
+    passed to ``register`` as it starts: :func:`start_proxied_links`); ``"direct"`` or None: no proxy;
+    or a ready-made :class:`Links`, returned as it is."""
     if spec is None or spec == "direct":
         return DirectLinks()
     if spec == "proxy":
-        return start_proxied_links(detached=detached)
+        return start_proxied_links(detached=detached, run_dir=run_dir, register=register)
     if isinstance(spec, str) or not isinstance(spec, Links):
         raise ConfigError(f"links must be 'proxy', 'direct' or a Links object, not {spec!r}")
     return spec

@@ -3,7 +3,8 @@
 Polls the owner; if the owner dies while the run directory still exists, tears the run down, so a
 crashed or SIGKILLed test run leaks no database or proxy process. A detached run (``up --detach``,
 ``--keep-on-failure``) is left up: there the reaper lives on as the holder of the run's port
-reservations (``status`` lists it). Exits when the directory is gone."""
+reservations (``status`` lists it) - but only once its ``up`` has finished: a run still marked
+``starting`` whose owner died is torn down. Exits when the directory is gone."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _detached(path: Path) -> bool:
     from harness.topology.run import load_state
 
     try:
-        return load_state(path).detached
+        state = load_state(path)
+        return state.detached and not state.starting  # an 'up' that died half-way: tear it down
     except Exception:  # noqa: BLE001 - a half-written state still gets torn down
         return False
 

@@ -31,6 +31,7 @@ class NodeState:
     datadir: str = ""
     needs_rewind: bool = False
     exposed: bool = False  # a sync principal running without a mirror (commits go on, DUR-1 exposed)
+    exposed_since: float | None = None  # time.monotonic() the exposed window began (exposure.start)
     paused_scope: str | None = None
 
 
@@ -106,6 +107,9 @@ class RunState:
     created: float
     owner_pid: int
     detached: bool = False
+    #: True from the run directory's creation until ``up`` has finished: a run whose ``up`` died
+    #: half-way is torn down by its reaper even when it was to be detached (docs/topology.md)
+    starting: bool = False
     backend: str = "local"  # where the nodes run: local processes or compose containers
     links: LinksState = field(default_factory=LinksState)
     ports: list[int] = field(default_factory=list)

@@ -7,6 +7,7 @@ with a one-line 500, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from aiohttp import web
 from harness.errors import ConfigError, ProxyError
 from harness.secrets import protect_logger
 from harness.toxiproxy.events import EVENTS_KEPT, EventCallback, EventLog
+from harness.toxiproxy.httpconn import HEADER_TIMEOUT, serve
 from harness.toxiproxy.limits import (
     INT64_MAX,
     MAX_BODY,
@@ -23,6 +25,7 @@ from harness.toxiproxy.limits import (
     is_loopback,
     query_int,
     validate_attributes,
+    validate_name,
     validate_toxicity,
 )
 from harness.toxiproxy.models import STREAMS, TOXIC_TYPES, ConnEvent
@@ -48,16 +51,20 @@ class ToxiproxyServer:
     """The embedded Toxiproxy server bound to the running asyncio loop.
 
     The API binds loopback unless ``allow_remote`` is set (it has no authentication, like real
-    Toxiproxy's: whoever reaches it can create proxies on this machine)."""
+    Toxiproxy's: whoever reaches it can create proxies on this machine). A connection whose request
+    headers take longer than ``header_timeout`` seconds is closed (:mod:`harness.toxiproxy.httpconn`)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_remote: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_remote: bool = False,
+                 header_timeout: float = HEADER_TIMEOUT) -> None:
         if not is_loopback(host) and not allow_remote:
             raise ConfigError(f"the Toxiproxy API would listen on {host}, reachable from other hosts with no "
                               "authentication; bind 127.0.0.1, or allow it explicitly (--allow-remote)")
         self.host = host
         self.port = port
         self.proxies: dict[str, ProxyState] = {}
+        self.header_timeout = header_timeout  # a request's headers must be complete within it (as real 2.12)
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
         self._conn_ids = 0
         self._log = EventLog(EVENTS_KEPT)
 
@@ -88,16 +95,14 @@ class ToxiproxyServer:
             app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         try:
-            await site.start()
+            self._listener = await serve(self._runner, self.host, self.port, self.header_timeout)
         except OSError as exc:
             await self._runner.cleanup()
             self._runner = None
             raise ProxyError(f"embedded toxiproxy could not bind its API on {self.host}:{self.port}: "
                              f"{exc.strerror or exc}; choose another --port or use 0") from exc
-        server = site._server  # type: ignore[attr-defined]
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = self._listener.sockets[0].getsockname()[1]
 
     def _routes(self) -> list[tuple[str, str, Callable[[web.Request], Any]]]:
         """The API: Toxiproxy v2 (``POST`` on a proxy or toxic is the deprecated form of ``PATCH``)
@@ -117,6 +122,9 @@ class ToxiproxyServer:
         for proxy in list(self.proxies.values()):
             proxy.stop("server stopped")
         self.proxies.clear()
+        if self._listener is not None:
+            self._listener.close()  # no new connections; the runner's cleanup closes the open ones
+            self._listener = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -259,9 +267,7 @@ class ToxiproxyServer:
         type_ = body.get("type")
         if type_ not in TOXIC_TYPES:
             raise ApiError(400, "invalid toxic type")
-        name = body.get("name") or f"{type_}_{stream}"
-        if not isinstance(name, str):
-            raise ApiError(400, "bad request body: name must be a string")
+        name = validate_name(body.get("name") or f"{type_}_{stream}", "toxic")
         if name in proxy.toxics:
             raise ApiError(409, "toxic already exists")
         toxicity = validate_toxicity(body.get("toxicity", 1.0))

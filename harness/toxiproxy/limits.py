@@ -144,7 +144,10 @@ def validate_attributes(type_: str, raw: Any, base: dict[str, int] | None = None
 
 
 def validate_toxicity(value: Any) -> float:
-    """A toxicity: a finite number within float32 (the real server's type); raises ApiError 400."""
+    """A toxicity: a number within 0 … 1, the probability that the toxic acts on a connection;
+    raises ApiError 400. Real 2.12 stores any float32 (5 and -1 answered 200, measured) and its draw
+    makes anything above 1 act like 1 and below 0 like 0: the embedded server refuses such values
+    instead (a deliberate difference, docs/toxiproxy.md)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ApiError(400, f"bad request body: toxicity must be a number, got {json.dumps(value)[:60]}")
     try:
@@ -153,7 +156,30 @@ def validate_toxicity(value: Any) -> float:
         number = math.inf
     if not math.isfinite(number) or abs(number) > FLOAT32_MAX:
         raise ApiError(400, "bad request body: toxicity is out of range for a float32")
+    if not 0.0 <= number <= 1.0:
+        raise ApiError(400, f"invalid toxicity: {json.dumps(value)[:40]} is not within 0 to 1 (a probability)")
     return number
+
+
+#: Characters no proxy or toxic name may hold: '/' (real 2.12's routes cannot address such a name
+#: afterwards: 404 or a 301 redirect, so the proxy can never be read or deleted) and control characters.
+_BAD_NAME = re.compile(r"[/\x00-\x1f\x7f]")
+MAX_NAME = 256  # characters of a proxy or toxic name
+
+
+def validate_name(value: Any, what: str = "proxy") -> str:
+    """A proxy or toxic name the API can address afterwards (``/proxies/{name}``); raises ApiError
+    400 naming the problem. Real 2.12 creates a proxy named ``../../../tmp/x`` (201, a listener) that
+    no request can then reach - GET and DELETE answer 301 or 404 (measured); the embedded server
+    refuses such names: a ``/``, ``.`` or ``..``, control characters, more than :data:`MAX_NAME`
+    characters (docs/toxiproxy.md, "Deliberate differences")."""
+    if not isinstance(value, str):
+        raise ApiError(400, f"bad request body: {what} name must be a string")
+    if value in (".", "..") or _BAD_NAME.search(value) or len(value) > MAX_NAME:
+        shown = json.dumps(value)[:60]
+        raise ApiError(400, f"invalid {what} name {shown}: a name must not be '.' or '..', hold '/' or control "
+                            f"characters, or be longer than {MAX_NAME} characters")
+    return value
 
 
 def json_number(value: float) -> float | int:

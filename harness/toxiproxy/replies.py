@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from harness.toxiproxy.limits import MAX_BODY, ApiError, check_upstream, parse_body, parse_listen
+from harness.toxiproxy.limits import MAX_BODY, ApiError, check_upstream, parse_body, parse_listen, validate_name
 
 JSON = "application/json"
 
@@ -95,5 +95,6 @@ def proxy_spec(body: Any) -> dict[str, Any]:
         raise ApiError(400, "missing required field: name")
     if not body.get("upstream"):
         raise ApiError(400, "missing required field: upstream")
+    validate_name(body["name"])
     return {"name": body["name"], "listen": body.get("listen") or "127.0.0.1:0",
             "upstream": body["upstream"], "enabled": body.get("enabled", True), "node": body.get("node")}

@@ -119,8 +119,11 @@ def planned_choice(env: Mapping[str, str] | None = None) -> tuple[str, str]:
 
 @contextmanager
 def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = None,
-                      host: str = "127.0.0.1", timeout: float = 5.0) -> Iterator[FaultProxyHandle]:
-    """Pick and start the fault proxy server; stop whatever was started on exit.
+                      host: str = "127.0.0.1", timeout: float = 5.0,
+                      on_spawn: Callable[[int], None] | None = None) -> Iterator[FaultProxyHandle]:
+    """Pick and start the fault proxy server; stop whatever was started on exit. ``on_spawn`` gets
+    the PID of a spawned server process the moment it exists (a run records it, so that its ``down``
+    and ``down --all`` stop it even after a crash).
 
     ``kind`` forces a choice ("external", "spawned", "embedded"); by default the environment
     decides (module docstring). ``env`` defaults to ``os.environ``."""
@@ -161,7 +164,7 @@ def start_fault_proxy(kind: str | None = None, env: Mapping[str, str] | None = N
                                 node_of=lambda name: clients[0].nodes.get(name) if clients else None,
                                 listen_of=lambda name: clients[0].listens.get(name) if clients else None)
         try:
-            proc.start()
+            proc.start(on_spawn=on_spawn)
             client = ToxiproxyClient(proc.url, timeout=timeout)
             clients.append(client)
             try:

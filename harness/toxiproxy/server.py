@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from harness.errors import ProxyError
 from harness.toxiproxy.api import VERSION, ToxiproxyServer
 from harness.toxiproxy.events import EventCallback
+from harness.toxiproxy.httpconn import HEADER_TIMEOUT
 from harness.toxiproxy.models import ConnEvent
 
 T = TypeVar("T")
@@ -45,10 +46,11 @@ class EmbeddedToxiproxy:
     ``with EmbeddedToxiproxy() as tp: tp.url`` - binds 127.0.0.1 and a free port unless told
     otherwise; :meth:`stop` closes every proxy, connection, the loop and the thread."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_remote: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_remote: bool = False,
+                 header_timeout: float = HEADER_TIMEOUT) -> None:
         self.host = host
         self._requested_port = port
-        self._server = ToxiproxyServer(host, port, allow_remote=allow_remote)
+        self._server = ToxiproxyServer(host, port, allow_remote=allow_remote, header_timeout=header_timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -95,7 +97,10 @@ class EmbeddedToxiproxy:
 
         thread = threading.Thread(target=run, name=f"embedded-toxiproxy-{id(self):x}", daemon=True)
         thread.start()
-        ready.wait()
+        if not ready.wait(timeout=30):  # a deadline even for the in-process start (docs/topology.md)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            raise ProxyError("embedded toxiproxy did not start within 30 s")
         if failure:
             thread.join()
             loop.close()

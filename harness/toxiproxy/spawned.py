@@ -53,8 +53,9 @@ class ToxiproxyProcess:
         return self._pipe.tail
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self, timeout: float = 10.0) -> ToxiproxyProcess:
-        """Spawn the server and wait until its API answers; raises ProxyError with its log tail."""
+    def start(self, timeout: float = 10.0, on_spawn: Callable[[int], None] | None = None) -> ToxiproxyProcess:
+        """Spawn the server and wait until its API answers; raises ProxyError with its log tail.
+        ``on_spawn(pid)`` is called as soon as the process exists (its owner records it)."""
         env = dict(os.environ, LOG_LEVEL="trace")
         try:
             self._proc = subprocess.Popen(
@@ -65,6 +66,12 @@ class ToxiproxyProcess:
             raise MissingDependencyError(
                 f"cannot run toxiproxy-server {self.binary!r}: {exc}; install it or unset "
                 "TOXIPROXY_SERVER_BIN to use the embedded server") from exc
+        if on_spawn is not None:
+            try:
+                on_spawn(self._proc.pid)
+            except BaseException:
+                self.stop()
+                raise
         self._pipe.start()
         self._reader = threading.Thread(target=self._read, name="toxiproxy-log", daemon=True)
         self._reader.start()
