@@ -18,12 +18,12 @@ import yaml
 
 from harness.errors import ConfigError
 from harness.history.core import History
-from harness.paths import repo_root
 from harness.topology.backend import get_backend, get_engine, resolve
 from harness.topology.compose import COMPOSE_FILES, compose_config, compose_file, project_name
 from harness.topology.containers import harness_containers
 from harness.topology.dockerd import HOME_LABEL, RUN_LABEL
 from harness.topology.postgres import PostgresEngine
+from tests.support.checkout import repo_root
 
 NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"]}
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.errors import ConfigError
-from harness.plugin.options import ENV_FRAGMENT, ENV_KEY, OPTIONS_KEY, VERDICTS_KEY, rule_ids_of
-from harness.rules.verdict import Verdict, assert_verdicts
+from harness.plugin.options import ACTIVE_KEY, ENV_FRAGMENT, ENV_KEY, OPTIONS_KEY, VERDICTS_KEY, rule_ids_of
+
+if TYPE_CHECKING:
+    from harness.rules.verdict import Verdict
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -41,6 +43,7 @@ class VerdictCheck:
         then assert them together: a violation raises RuleViolation (AssertionError, message starts
         with the rule ID), an unknown verdict raises VerdictUnknown (a harness error, never a pass)."""
         from harness.report.allure import allure_active, verdict_step
+        from harness.rules.verdict import Verdict, assert_verdicts
 
         batch = [verdicts] if isinstance(verdicts, Verdict) else list(verdicts)
         for v in batch:
@@ -75,7 +78,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     controller (xdist workers hand their run-time environment entries over as small files)."""
     config = session.config
     opts = config.stash.get(OPTIONS_KEY, None)
-    if opts is None or opts.alluredir is None:
+    if opts is None or opts.alluredir is None or not config.stash.get(ACTIVE_KEY, False):
         return
     from harness.report.allure import allure_active, collect_environment, write_categories, write_environment
 

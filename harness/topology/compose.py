@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, TopologyError
-from harness.paths import harness_home, repo_root, runs_dir
+from harness.paths import harness_home, runs_dir
 from harness.ports import allocate_port
+from harness.resources import resource
 from harness.secrets import write_private_file
 from harness.topology.compose_events import ContainerLogEvents
 from harness.topology.compose_setup import compose_version
@@ -55,7 +56,7 @@ def compose_file(topology: str) -> Path:
     """The compose file of a topology (``compose/<name>.yml``)."""
     if topology not in COMPOSE_FILES:
         raise ConfigError(f"no compose file for topology {topology!r}; have {', '.join(COMPOSE_FILES)}")
-    return repo_root() / "compose" / COMPOSE_FILES[topology]
+    return resource("compose", COMPOSE_FILES[topology])
 
 
 def project_name(run_id: str) -> str:

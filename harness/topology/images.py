@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import MissingDependencyError, TopologyError
-from harness.paths import repo_root
+from harness.resources import checkout_root, resource
 
 HASH_LABEL = "io.failover-harness.context-hash"
 NAME_LABEL = "io.failover-harness.image"
@@ -49,17 +49,19 @@ RUNTIME_IMAGES = (POSTGRES, TOXIPROXY)
 
 def toxiproxy_dir() -> Path:
     """The real Toxiproxy 2.12.0 binaries: env ``FAILOVER_HARNESS_TOXIPROXY_DIR``, else the nearest
-    ``shared/toxiproxy`` above the repository (``../shared/toxiproxy`` in CI)."""
+    ``shared/toxiproxy`` above the harness checkout (``../shared/toxiproxy`` in CI), or above the current
+    directory for an installed harness."""
     configured = os.environ.get("FAILOVER_HARNESS_TOXIPROXY_DIR")
     if configured:
         return Path(configured)
-    candidates = [base / "shared" / "toxiproxy" for base in repo_root().parents]
+    start = checkout_root() or Path.cwd()
+    candidates = [base / "shared" / "toxiproxy" for base in [start, *start.parents]]
     return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
 def context_dir(spec: ImageSpec) -> Path:
     """The build-context folder of a stand-in image (``compose/images/<name>``)."""
-    return repo_root() / "compose" / "images" / spec.context
+    return resource("compose", "images", spec.context)
 
 
 def _hash_files(paths: list[tuple[str, Path]], *extra: str) -> str:
