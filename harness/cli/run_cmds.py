@@ -40,7 +40,9 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
     check_client_for_paths(args.client, paths)
     results = Path(args.results) if args.results else reports_dir() / "allure-results"
     argv = [*paths, f"--alluredir={results}", f"--fh-backend={args.backend}", f"--fh-engine={args.engine}",
-            "-p", "no:cacheprovider", "-o", "testpaths=suites", "-ra"]
+            "-p", "no:cacheprovider", "-o", "testpaths=suites", "-ra",
+            # this process imported the harness before pytest: it cannot rewrite the plugin's asserts (it has none)
+            "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if not any(a == "--rootdir" or a.startswith("--rootdir=") for a in args.pytest_args or []):
         argv.append(f"--rootdir={Path.cwd()}")  # the user's project, not the installed package
     if args.client:

@@ -14,7 +14,7 @@ from typing import Any
 from harness.cli.attach_cmds import coordinate_run, endpoints_of, repoint_run
 from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.cli.membership_cmds import MEMBERSHIP_ACTIONS, apply_membership
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UnknownNodeError
 from harness.faults import Faults
 from harness.topology import resolve
 from harness.topology.backend import BACKENDS, attach, engine_names
@@ -107,12 +107,23 @@ NODE_ACTIONS = ("stop", "start", "kill", "pause", "resume")
 ROLE_ACTIONS = ("switchover", "failover", "rejoin")
 
 
+def _check_node_name(topo: Any, args: argparse.Namespace) -> None:
+    """A node name the run does not have is bad input for every fault (exit 2, one line naming the
+    run's nodes), before anything is touched - ``partition n9`` as ``remove-node n9``."""
+    if getattr(args, "node", None) and args.action != "add-node":
+        try:
+            topo.node(args.node)
+        except UnknownNodeError as exc:
+            raise ConfigError(f"{exc}; see 'failover-harness status --run {args.run}'") from None
+
+
 def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
     if args.action == "mark-state":
         return _mark_state(args)
     topo = attach(args.run)
     action = args.action
+    _check_node_name(topo, args)
     coordinated: list[dict[str, Any]] = []
     if action in MEMBERSHIP_ACTIONS:  # node add / remove (PER-1, PER-9): attached proxies move first
         result, coordinated = apply_membership(topo, args)
