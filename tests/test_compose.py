@@ -87,7 +87,7 @@ def test_no_docker_engine_is_a_one_line_config_error(monkeypatch: pytest.MonkeyP
     """Where no engine answers (none was started), ``--backend compose`` is refused in one line naming
     the fix, never run as local processes."""
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(ConfigError, match="no Docker engine answers here; run 'make compose-setup'") as err:
+    with pytest.raises(ConfigError, match="no Docker engine answers here; run 'failover-harness compose-setup'") as err:
         resolve("compose", "postgres")
     assert "\n" not in str(err.value)
 

@@ -118,17 +118,17 @@ class ComposeBackend:
 
     def check(self, engine: Engine) -> None:
         """A one-line ConfigError naming the fix when the engine is not PostgreSQL, or no Docker engine
-        answers (none was started: ``make compose-setup`` starts one), or Compose v2 is missing; a
+        answers (none was started: ``failover-harness compose-setup`` starts one), or Compose v2 is missing; a
         MissingDependencyError when an image is missing."""
         if engine.name != "postgres":
             raise ConfigError(f"backend 'compose' runs PostgreSQL only, not engine {engine.name!r}; "
                               "use --engine postgres")
         if not engine_answers():
             raise ConfigError("backend 'compose': no Docker engine answers here; run "
-                              "'make compose-setup' (starts one), or use --backend local")
+                              "'failover-harness compose-setup' (starts one), or use --backend local")
         if compose_version() is None:
             raise ConfigError("backend 'compose': Compose v2 ('docker compose') is missing; run "
-                              "'make compose-setup', or use --backend local")
+                              "'failover-harness compose-setup', or use --backend local")
         client = docker_client()
         try:
             for spec in (POSTGRES, TOXIPROXY):

@@ -116,14 +116,14 @@ def local_image(client: Any, tag: str) -> Any | None:
 def image_for(spec: ImageSpec, client: Any) -> str:
     """The image a compose file runs for ``spec``: the variable's value when set in the environment,
     else the official image when the engine has it, else the local stand-in (MissingDependencyError
-    naming ``make compose-setup`` when there is neither)."""
+    naming ``failover-harness compose-setup`` when there is neither)."""
     if spec.variable and os.environ.get(spec.variable):
         return os.environ[spec.variable]
     for tag in (spec.official, spec.local):
         if tag and local_image(client, tag) is not None:
             return tag
     raise MissingDependencyError(f"no {spec.name} image on the Docker engine (neither {spec.official} nor "
-                                 f"{spec.local}); run 'make compose-setup'")
+                                 f"{spec.local}); run 'failover-harness compose-setup'")
 
 
 class ImageBuilder:
@@ -184,7 +184,7 @@ class ImageBuilder:
             return wanted
         if shutil.which("mmdebstrap") is None:
             raise MissingDependencyError("mmdebstrap is not installed (it builds the base image without a "
-                                         "registry); apt-get install -y mmdebstrap, or run 'make compose-setup'")
+                                         "registry); apt-get install -y mmdebstrap, or run 'failover-harness compose-setup'")
         if not HOST_SOURCES.exists():
             raise MissingDependencyError(f"{HOST_SOURCES} is missing: the base image is bootstrapped from the "
                                          "host's own Debian sources")
