@@ -192,7 +192,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start a topology (pair or group of PostgreSQL servers, local or in containers)")
     p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
     p.add_argument("--backend", default="local", choices=list(BACKENDS),
-                   help="where the nodes run: local processes or compose containers (run failover-harness compose-setup first)")
+                   help="where the nodes run: local processes or compose containers "
+                        "(run failover-harness compose-setup first)")
     p.add_argument("--engine", default=None, choices=engine_names(),
                    help="database engine (default: the topology's, postgres for pg-*, mariadb for mariadb-*)")
     p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")

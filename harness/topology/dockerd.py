@@ -132,4 +132,5 @@ def docker_client(timeout: float = 60) -> Any:
     try:
         return docker.from_env(timeout=timeout)
     except docker.errors.DockerException as exc:
-        raise MissingDependencyError(f"no Docker engine answers ({exc}); run 'failover-harness compose-setup'") from None
+        raise MissingDependencyError(f"no Docker engine answers ({exc}); "
+                                     "run 'failover-harness compose-setup'") from None

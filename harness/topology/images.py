@@ -184,7 +184,8 @@ class ImageBuilder:
             return wanted
         if shutil.which("mmdebstrap") is None:
             raise MissingDependencyError("mmdebstrap is not installed (it builds the base image without a "
-                                         "registry); apt-get install -y mmdebstrap, or run 'failover-harness compose-setup'")
+                                         "registry); apt-get install -y mmdebstrap, or run "
+                                         "'failover-harness compose-setup'")
         if not HOST_SOURCES.exists():
             raise MissingDependencyError(f"{HOST_SOURCES} is missing: the base image is bootstrapped from the "
                                          "host's own Debian sources")
