@@ -21,6 +21,9 @@ checked only when a collected test asks for a topology.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from harness.plugin.clients import check_client, check_client_for_items, client_factory, client_spec
@@ -48,6 +51,7 @@ from harness.plugin.topology import (
     pytest_collection_modifyitems,
 )
 from harness.plugin.verdict import VerdictCheck, check, pytest_runtest_setup, pytest_sessionfinish
+from harness.resources import SUITES
 
 #: Fixtures that make a test a harness test (the plugin wakes when one is collected).
 HARNESS_FIXTURES = frozenset({"pair", "group", "faults", "history", "check", "client_factory", "client_spec",
@@ -67,6 +71,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ACTIVE_KEY] = False
     if options_given(config):
         activate(config, check_topology=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Before the first conftest is imported: :func:`keep_bytecode_out_of_the_package`."""
+    keep_bytecode_out_of_the_package(args)
+
+
+def keep_bytecode_out_of_the_package(args: list[str]) -> None:
+    """A run of the installed suites writes nothing into site-packages: the assertion-rewritten bytecode
+    of their modules goes under ``<harness home>/pycache`` (``sys.pycache_prefix``), unless the run
+    chose a prefix itself. A checkout's suites keep their ``__pycache__`` as any source tree."""
+    if sys.pycache_prefix or not any(SUITES in str(arg) for arg in args):
+        return
+    from harness.paths import harness_home
+    from harness.resources import checkout_root
+
+    if checkout_root() is None:
+        sys.pycache_prefix = str(harness_home() / "pycache")
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)  # pytest-xdist workers
 
 
 def activate(config: pytest.Config, check_topology: bool) -> None:
@@ -109,7 +133,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 __all__ = [
     "HarnessOptions", "VerdictCheck", "_topology_factory", "add_environment", "check", "check_client", "client_factory",
     "client_spec", "faults", "group", "harness_options", "history", "pair", "pytest_addoption",
-    "pytest_collection_finish",
+    "pytest_collection_finish", "pytest_load_initial_conftests",
     "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header", "pytest_runtest_makereport",
     "pytest_runtest_setup",
     "pytest_runtest_teardown", "pytest_sessionfinish", "rule_ids_of", "test_failed",

@@ -78,8 +78,10 @@ def _history_dir(config: pytest.Config) -> Path:
         path = Path(option).resolve()
     elif os.environ.get("FAILOVER_HARNESS_REPORTS"):
         path = Path(os.environ["FAILOVER_HARNESS_REPORTS"]) / "histories"
-    else:
-        path = config.rootpath / "reports" / "histories"
+    else:  # the project pytest runs in: its rootdir, or where it was started when that is elsewhere
+        here = config.invocation_params.dir
+        base = config.rootpath if here.is_relative_to(config.rootpath) else here
+        path = base / "reports" / "histories"
     if path.exists() and not path.is_dir():  # bad input: one line before any test, not a crash at the first save
         raise pytest.UsageError(f"failover-harness: the history folder {path} is a file; give a folder with "
                                 "--history-dir DIR")
