@@ -127,7 +127,8 @@ def test_the_wheel_works_in_a_project_of_its_own(installed: dict[str, Path]) -> 
     outputs = {name: (project / f"{name}.out").read_text() if (project / f"{name}.out").exists() else ""
                for name in ("setup", "doctor", "user-test", "suite", "report", "unrelated")}
     for name in outputs:
-        assert codes.get(name) == "0", f"{name} exited {codes.get(name)}:\n{outputs[name][-3000:]}\n{done.stderr[-2000:]}"
+        assert codes.get(name) == "0", (f"{name} exited {codes.get(name)}:\n{outputs[name][-3000:]}\n"
+                                        f"{done.stderr[-2000:]}")
 
     # the set-up installed the npm tools into the tools folder; doctor found the local backend usable
     assert (root / "tools" / "node_modules" / ".bin" / "allure").exists()
