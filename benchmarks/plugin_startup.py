@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.report.targets import median_interval, verdict_text
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.report.targets import median_interval, verdict_text  # noqa: E402
 
 TARGET_MS = 50.0
 APP_TEST = '''

@@ -34,6 +34,7 @@ from harness.plugin.options import (
     add_environment,
     configure_options,
     harness_options,
+    header_line,
     options_given,
     pytest_addoption,
     pytest_report_header,
@@ -125,6 +126,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not config.stash[ACTIVE_KEY]:
         needs_topology = any(set(getattr(i, "fixturenames", ())) & TOPOLOGY_FIXTURES for i in harness_items)
         activate(config, check_topology=needs_topology)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:  # woken now: say once where this run writes (the header did not)
+            reporter.write_line(header_line(config))
     reason = check_client_for_items(config, harness_items)
     if reason:
         raise pytest.UsageError(f"failover-harness: {reason}")

@@ -116,9 +116,18 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     (an unrelated run of the same environment prints nothing)."""
     if not config.stash.get(ACTIVE_KEY, False):
         return None
+    return header_line(config)
+
+
+def header_line(config: pytest.Config) -> str:
+    """Backend, engine, client and where the run writes: histories, Allure results, run state."""
+    from harness.paths import harness_home
+
     opts = config.stash[OPTIONS_KEY]
+    results = f" results={opts.alluredir}" if opts.alluredir else ""
     return (f"failover-harness: backend={opts.backend} engine={opts.engine} "
-            f"client={opts.client or '(reference)'} histories={opts.history_dir}")
+            f"client={opts.client or '(reference)'} histories={opts.history_dir}{results} "
+            f"run-state={harness_home() / 'runs'}")
 
 
 def add_environment(config: pytest.Config, **values: Any) -> None:
