@@ -77,3 +77,13 @@ def test_module_attr_client_is_found_in_the_current_directory(tmp_path: Path) ->
     assert f"results {tmp_path / 'reports' / 'allure-results'}" in out.stderr  # printed once at start
     assert out.stderr.count("[failover-harness] results ") == 1
     assert (tmp_path / "reports" / "allure-results").is_dir()
+
+
+def test_matrix_and_nightly_find_the_shipped_suites_and_the_adapter_here(tmp_path: Path) -> None:
+    (tmp_path / "my_adapters.py").write_text(ADAPTER)
+    # every column is resolved before any suite runs: my_adapters:make imports from here, the next one not
+    _one_line(_fh(tmp_path, "matrix", "--profile", "persistent", "--clients", "my_adapters:make,no_such_mod:make"),
+              "cannot import module 'no_such_mod'")
+    _one_line(_fh(tmp_path, "matrix", "--profile", "nope"), "unknown profile 'nope'")
+    out = _fh(tmp_path, "nightly", "--job", "--profile", "nope", "--out", str(tmp_path / "job"))
+    _one_line(out, "unknown profile 'nope'")
