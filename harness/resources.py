@@ -14,9 +14,10 @@ package                         checkout folder         what
 ``failover_harness_data.node``  ``tools/drivers/node/`` ``package.json`` + lock (Node drivers)
 ==============================  ======================  =====================================
 
-An installed wheel (or ``pip install <checkout>``) holds them in site-packages; an editable install
-maps them onto the checkout's folders. Only a checkout that is imported without being installed
-(``PYTHONPATH=<checkout>``) is found beside the ``harness`` package, where its folders are."""
+An installed wheel (or ``pip install <checkout>``) holds them in site-packages and they are found as
+packages. A harness imported from a checkout - an editable install, or ``PYTHONPATH=<checkout>`` -
+reads the checkout's own folders (the ones being edited), found beside its ``harness`` package; an
+installed harness never looks beside itself."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def _package_dir(package: str) -> Path | None:
 
 
 def _uninstalled_checkout(folder: str) -> Path | None:
-    """The folder of a checkout whose ``harness`` package is imported from ``PYTHONPATH`` (not
-    installed): the checkout is the folder holding the project's ``pyproject.toml``."""
+    """``folder`` of the checkout the ``harness`` package is imported from (editable install or
+    ``PYTHONPATH``): the folder holding the project's ``pyproject.toml`` beside the package; None for an
+    installed harness (site-packages holds no ``pyproject.toml``)."""
     import harness
 
     root = Path(harness.__file__).resolve().parent.parent
@@ -58,9 +60,9 @@ def _uninstalled_checkout(folder: str) -> Path | None:
 
 
 def resource_dir(name: str) -> Path:
-    """The folder of the resource ``name`` (a key of :data:`PACKAGES`). In a checkout imported from
-    ``PYTHONPATH`` the checkout's own folder wins (the one being edited); otherwise the installed
-    package's. ConfigError naming the fix when the installation lacks it."""
+    """The folder of the resource ``name`` (a key of :data:`PACKAGES`): a checkout's own folder when the
+    harness is imported from one, else the installed package's. ConfigError naming the fix when the
+    installation lacks it."""
     package, folder = PACKAGES[name]
     found = _uninstalled_checkout(folder) or _package_dir(package)
     if found is None or not found.is_dir():
@@ -85,7 +87,7 @@ def rulebook() -> Path:
 
 
 def checkout_root() -> Path | None:
-    """The harness checkout when the package is imported from one without being installed, else
-    None (an installed harness has no checkout: nothing may be written beside it)."""
+    """The harness checkout the package is imported from (editable install or ``PYTHONPATH``), else
+    None: an installed harness has no checkout, and nothing is looked for or written beside it."""
     found = _uninstalled_checkout("harness")
     return found.parent if found else None
