@@ -12,6 +12,9 @@
   ``fastpath.COMPILED`` say which).
 """
 
+import hashlib
+import os
+import tempfile
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
@@ -38,8 +41,16 @@ PACKAGE_DATA = {
     f"{DATA}.node": NPM,
 }
 
+# `pip install <checkout>` builds in place: its intermediate files go to a temporary folder of this
+# user and this source tree, not into the checkout (an editable install still puts the compiled module
+# beside its sources).
+_TREE = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:12]
+SCRATCH = Path(tempfile.gettempdir()) / f"failover-harness-build-{os.getuid()}-{_TREE}"
+SCRATCH.mkdir(parents=True, exist_ok=True)
+
 SOURCES = ["harness/persistproxy/_frames.c", "harness/persistproxy/_track.c"]
 setup(
+    options={"build": {"build_base": str(SCRATCH / "build")}, "egg_info": {"egg_base": str(SCRATCH)}},
     packages=find_packages(include=["harness", "harness.*"]) + list(PACKAGE_DIR),
     package_dir=PACKAGE_DIR,
     package_data=PACKAGE_DATA,

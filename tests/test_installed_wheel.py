@@ -63,11 +63,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pa
     src, dist, venv = root / "src", root / "dist", root / "venv"
     src.mkdir()
     _sources(src)
+    copied = _snapshot(src)
     quiet = {**os.environ, "PYTHONWARNINGS": "ignore", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     quiet.pop("PYTHONPATH", None)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
                    check=True, env=quiet, capture_output=True, timeout=600)
     wheel = next(dist.glob("failover_harness-*.whl"))
+    assert _snapshot(src) == copied  # the build wrote nothing into the source tree (no build/, no egg-info)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True, env=quiet,
                    capture_output=True, timeout=900)
