@@ -64,7 +64,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pa
     src.mkdir()
     _sources(src)
     copied = _snapshot(src)
-    quiet = {**os.environ, "PYTHONWARNINGS": "ignore", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    scratch = root / "build-tmp"  # pip's and setup.py's temporary files: removed with the folder
+    scratch.mkdir()
+    quiet = {**os.environ, "PYTHONWARNINGS": "ignore", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "TMPDIR": str(scratch)}
     quiet.pop("PYTHONPATH", None)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
                    check=True, env=quiet, capture_output=True, timeout=600)
