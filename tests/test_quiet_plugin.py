@@ -4,7 +4,12 @@ backend and prints nothing of its own; a run whose tests use the fixtures wakes 
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +65,29 @@ def test_options_carry_the_fh_prefix(pytester: pytest.Pytester) -> None:
     text = "\n".join(result.outlines)
     for name in ("backend", "client", "engine", "keep-on-failure", "history-dir"):
         assert f"--fh-{name}" in text
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="hiding PostgreSQL takes a private mount namespace (root)")
+def test_a_missing_postgresql_matters_only_to_a_test_that_asks_for_a_topology(tmp_path: Path) -> None:
+    """PostgreSQL hidden (an empty folder mounted over /usr/lib/postgresql): the unrelated file passes
+    with no word of the harness; a file asking for ``pair`` is refused in one line naming the fix."""
+    (tmp_path / "test_app.py").write_text(UNRELATED)
+    (tmp_path / "test_uses_pair.py").write_text(USES_PAIR)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        pytest_cmd = " ".join([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args])
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               f"mount --bind {empty} /usr/lib/postgresql && {pytest_cmd}"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    unrelated = run("test_app.py")
+    assert unrelated.returncode == 0 and "2 passed" in unrelated.stdout, unrelated.stdout + unrelated.stderr
+    assert "failover-harness" not in unrelated.stdout + unrelated.stderr
+    wanted = run("test_uses_pair.py")
+    assert wanted.returncode == pytest.ExitCode.USAGE_ERROR, wanted.stdout + wanted.stderr
+    errors = [line for line in wanted.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "PostgreSQL 15 server binaries not found" in errors[0], errors
+    assert "apt-get install -y postgresql" in errors[0]
