@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make chaos  - the suites against the built-in reference clients on the local backend (PostgreSQL, then the
 #                 MariaDB DUR and PER suites without the slow sysbench test), then the report
-#   make test   - the project's own tests; then a second pass: the DUR + MIR suites on Docker Compose
+#   make test   - the project's own tests (among them tests/test_installed_wheel.py: the wheel built, installed into a
+#                 fresh venv in a temporary folder and used there as another project would); then a second pass: the DUR + MIR suites on Docker Compose
 #                 containers (behind the real Toxiproxy) compared with local processes, and, when
 #                 $(TOXIPROXY_SERVER) (default ../shared/toxiproxy/toxiproxy-server) exists, the
 #                 real Toxiproxy compared with the embedded server

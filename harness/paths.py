@@ -1,4 +1,5 @@
-"""Where the harness keeps machine-wide state: run directories and cached data-directory templates.
+"""Where the harness keeps machine-wide state (run directories, cached data-directory templates, logs,
+installed tools) and where a run's outputs go (``reports/`` of the current directory).
 
 Everything lives under one base directory (``FAILOVER_HARNESS_HOME``, default
 ``/dev/shm/failover-harness`` or ``/tmp/failover-harness``) that the unprivileged database user can
@@ -51,15 +52,25 @@ def templates_dir() -> Path:
     return shared_dir(Path(os.environ.get("FAILOVER_HARNESS_TEMPLATES", harness_home() / "templates")))
 
 
-def repo_root() -> Path:
-    """The repository root (the folder holding ``pyproject.toml``)."""
-    return Path(__file__).resolve().parent.parent
+def tools_home() -> Path:
+    """Where ``failover-harness setup`` installs the npm tools (the Allure command line, the Node
+    drivers): env ``FAILOVER_HARNESS_TOOLS``, else ``<FAILOVER_HARNESS_HOME>/tools`` when that is set,
+    else the user's cache folder (``$XDG_CACHE_HOME/failover-harness`` or
+    ``~/.cache/failover-harness``), which outlives a reboot unlike the RAM-backed run folder."""
+    if os.environ.get("FAILOVER_HARNESS_TOOLS"):
+        return Path(os.environ["FAILOVER_HARNESS_TOOLS"])
+    if os.environ.get("FAILOVER_HARNESS_HOME"):
+        return Path(os.environ["FAILOVER_HARNESS_HOME"]) / "tools"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "failover-harness"
 
 
-def reports_dir() -> Path:
-    """The ``reports/`` output folder (git-ignored content); env ``FAILOVER_HARNESS_REPORTS``."""
-    d = Path(os.environ.get("FAILOVER_HARNESS_REPORTS", repo_root() / "reports"))
-    d.mkdir(parents=True, exist_ok=True)
+def reports_dir(create: bool = True) -> Path:
+    """The output folder of results, histories, reports and matrices: env ``FAILOVER_HARNESS_REPORTS``,
+    else ``reports/`` in the current directory (the user's project; never the installed package)."""
+    d = Path(os.environ.get("FAILOVER_HARNESS_REPORTS") or Path.cwd() / "reports").absolute()
+    if create:
+        d.mkdir(parents=True, exist_ok=True)
     return d
 
 

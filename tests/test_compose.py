@@ -18,12 +18,12 @@ import yaml
 
 from harness.errors import ConfigError
 from harness.history.core import History
-from harness.paths import repo_root
 from harness.topology.backend import get_backend, get_engine, resolve
 from harness.topology.compose import COMPOSE_FILES, compose_config, compose_file, project_name
 from harness.topology.containers import harness_containers
 from harness.topology.dockerd import HOME_LABEL, RUN_LABEL
 from harness.topology.postgres import PostgresEngine
+from tests.support.checkout import repo_root
 
 NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"]}
 
@@ -87,7 +87,7 @@ def test_no_docker_engine_is_a_one_line_config_error(monkeypatch: pytest.MonkeyP
     """Where no engine answers (none was started), ``--backend compose`` is refused in one line naming
     the fix, never run as local processes."""
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(ConfigError, match="no Docker engine answers here; run 'make compose-setup'") as err:
+    with pytest.raises(ConfigError, match="no Docker engine answers here; run 'failover-harness compose-setup'") as err:
         resolve("compose", "postgres")
     assert "\n" not in str(err.value)
 

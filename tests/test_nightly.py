@@ -17,9 +17,9 @@ import yaml
 from harness.cli.nightly_cmds import plan
 from harness.clients.registry import known_clients
 from harness.errors import ConfigError
-from harness.paths import repo_root
 from harness.report.builder import build_report
 from harness.report.nightly import merge, write_job
+from tests.support.checkout import repo_root
 
 WORKFLOW = repo_root() / ".github" / "workflows" / "nightly-chaos.yml"
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from harness.paths import repo_root
 from harness.topology.postgres import PostgresEngine
+from tests.support.checkout import repo_root
 
 SUITES = ["suites/durability", "suites/mirroring/test_mir_connections.py",
           "suites/persistent/test_per_keepalive.py::test_per1_all_connections_kept_across_one_switchover"]

@@ -299,6 +299,8 @@ def test_cli_remove_node_bad_inputs_are_one_line(run: str) -> None:
     line (exit 2) naming what is wrong and the command that fixes it; nothing is removed."""
     principal = next(n["name"] for n in _json("status", "--run", run)["nodes"] if n["role"] == "principal")
     _one_line_error(_run("fault", "--run", run, "remove-node", "n9"), "unknown node 'n9'", "status --run")
+    for verb in (["partition", "n9"], ["latency", "n9", "50"], ["stop", "n9"], ["switchover", "n9"]):
+        _one_line_error(_run("fault", "--run", run, *verb), "unknown node 'n9'", "status --run")  # as remove-node
     _one_line_error(_run("fault", "--run", run, "remove-node", principal), f"{principal} is the principal",
                     f"fault --run {run} switchover")
     _one_line_error(_run("fault", "--run", run, "remove-node"), "needs a node name", "remove-node n3")

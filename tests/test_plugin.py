@@ -110,7 +110,11 @@ def test_defaults_and_bad_choice(pytester: pytest.Pytester) -> None:
     pytester.runpytest().assert_outcomes(passed=1)
     bad = pytester.runpytest("--backend", "docker")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    assert "invalid choice: 'docker'" in bad.stderr.str()
+    assert [line for line in bad.stderr.lines if line] == [
+        "ERROR: failover-harness: unknown backend 'docker'; use one of local, compose"]
+    prefixed = pytester.runpytest("--fh-engine", "oracle")  # the prefixed name of the same option
+    assert prefixed.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown engine 'oracle'" in prefixed.stderr.str()
 
 
 def test_verdict_outcomes_and_saved_histories(pytester: pytest.Pytester) -> None:

@@ -11,9 +11,9 @@ import pytest
 
 from harness.cli import main
 from harness.errors import MissingDependencyError
-from harness.paths import repo_root
 from harness.report import allure as fa
 from harness.report.builder import allure_binary, build_report, embedded_files
+from tests.support.checkout import repo_root
 
 RULES = repo_root() / "docs" / "rules.md"  # generated from the shared RULEBOOK (scripts/sync_rulebook.py)
 # The Allure CLI is installed by `make setup` (scripts/setup.sh); a missing one fails these tests.
@@ -135,18 +135,18 @@ def test_report_command_prints_the_html_path(tmp_path: Path, capsys: pytest.Capt
     assert (res / "categories.json").exists() and (res / "environment.properties").exists()
 
 
-def test_missing_allure_names_make_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_allure_names_the_setup_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("FAILOVER_HARNESS_ALLURE", str(tmp_path / "no-allure"))
-    with pytest.raises(MissingDependencyError, match="make setup"):
+    with pytest.raises(MissingDependencyError, match="failover-harness setup"):
         allure_binary()
     res = _results(tmp_path)
     assert main(["report", "--results", str(res), "--output", str(tmp_path / "o")]) == 3
 
 
-def test_missing_java_names_make_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_java_names_the_setup_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(MissingDependencyError, match="Java is not installed.*make setup"):
+    with pytest.raises(MissingDependencyError, match="Java is not installed.*failover-harness setup"):
         build_report(_results(tmp_path), tmp_path / "o")
 
 

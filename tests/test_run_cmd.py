@@ -81,7 +81,7 @@ def test_the_readme_suite_example_runs_and_keeps_dur1(tmp_path):
     """The 10-line suite test shown in README.md is real: it runs against a real pair and passes."""
     import re
 
-    from harness.paths import repo_root
+    from tests.support.checkout import repo_root
 
     readme = (repo_root() / "README.md").read_text()
     example = re.search(r"## A suite test\n\n```python\n(.*?)```", readme, re.S).group(1)

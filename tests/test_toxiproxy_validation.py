@@ -21,10 +21,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from harness.paths import repo_root
 from harness.ports import allocate_port, release_port
 from harness.toxiproxy.httpconn import HEADER_TIMEOUT
 from harness.toxiproxy.server import EmbeddedToxiproxy
+from tests.support.checkout import repo_root
 
 REAL = Path(os.environ.get("TOXIPROXY_SERVER_BIN") or repo_root().parent / "shared" / "toxiproxy" / "toxiproxy-server")
 UNADDRESSABLE = ["../../../tmp/x", "a/b", "..", "/lead", "trail/"]

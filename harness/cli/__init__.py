@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "harness.cli.matrix_cmds",
     "harness.cli.compose_cmds",
     "harness.cli.nightly_cmds",
+    "harness.cli.setup_cmds",
 ]
 
 

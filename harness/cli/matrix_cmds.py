@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.cli.suites import import_from_cwd, profile_suites
 from harness.clients.registry import PROFILES, known_clients, resolve_client
 from harness.errors import ConfigError
-from harness.paths import repo_root, reports_dir
+from harness.paths import reports_dir
 from harness.report.matrix import all_rules, build_matrix, collect_cells, drivers_of, write_doc, write_matrix
 
 PROFILE_FAMILY = {"mirroring": "MIR", "persistent": "PER", "acr": "ACR", "icm": "ICM", "lpq": "LPQ"}
@@ -31,9 +32,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     """Run the suites for every client of the profile and write the matrix."""
     if args.profile not in PROFILES:
         raise ConfigError(f"unknown profile {args.profile!r}; use one of {', '.join(PROFILES)}")
-    suites = repo_root() / "suites" / args.profile
-    if not suites.exists():
-        raise ConfigError(f"profile {args.profile} has no suites yet ({suites} does not exist)")
+    suites = profile_suites(args.profile)
+    import_from_cwd()  # --clients my_adapters:make finds ./my_adapters.py, here and in each run
     clients = [c.strip() for c in args.clients.split(",") if c.strip()] if args.clients \
         else known_clients(args.profile)
     if not clients:
@@ -49,7 +49,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         shutil.rmtree(histories, ignore_errors=True)
         histories.mkdir(parents=True)
         cmd = [sys.executable, "-m", "harness.cli", "run", str(suites), "--client", client,
-               "--results", str(histories.parent / "allure-results"), f"--pytest-arg=--history-dir={histories}",
+               "--results", str(histories.parent / "allure-results"), f"--history-dir={histories}",
                "--pytest-arg=-q", f"--engine={engine}"]
         if args.markers:
             cmd += ["-m", args.markers]

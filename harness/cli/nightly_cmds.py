@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.matrix_cmds import PROFILE_FAMILY
+from harness.cli.suites import import_from_cwd, profile_suites
 from harness.clients.registry import known_clients
 from harness.errors import ConfigError
-from harness.paths import repo_root, reports_dir
+from harness.paths import reports_dir
 from harness.profiles import PROFILES, get_profile
 from harness.topology.backend import BACKENDS
 
@@ -57,8 +58,9 @@ def run_job(backend: str, profile: str, client: str | None, out: Path) -> int:
     if not prof.suites:
         raise ConfigError(f"profile {profile} has no suites")
     write_job(out, backend, profile, client)
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(repo_root() / prof.suites), "--backend", backend,
-           "--results", str(out / "allure-results"), f"--pytest-arg=--history-dir={out / 'histories'}"]
+    import_from_cwd()
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(profile_suites(profile)), "--backend", backend,
+           "--results", str(out / "allure-results"), f"--history-dir={out / 'histories'}"]
     if client:
         cmd += ["--client", f"{profile}/{client}"]
     print(f"[failover-harness] nightly job {backend} {profile} {client or '-'}", file=sys.stderr, flush=True)

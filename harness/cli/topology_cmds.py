@@ -14,7 +14,7 @@ from typing import Any
 from harness.cli.attach_cmds import coordinate_run, endpoints_of, repoint_run
 from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.cli.membership_cmds import MEMBERSHIP_ACTIONS, apply_membership
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UnknownNodeError
 from harness.faults import Faults
 from harness.topology import preflight, resolve
 from harness.topology.backend import BACKENDS, attach, engine_names
@@ -108,12 +108,23 @@ NODE_ACTIONS = ("stop", "start", "kill", "pause", "resume")
 ROLE_ACTIONS = ("switchover", "failover", "rejoin")
 
 
+def _check_node_name(topo: Any, args: argparse.Namespace) -> None:
+    """A node name the run does not have is bad input for every fault (exit 2, one line naming the
+    run's nodes), before anything is touched - ``partition n9`` as ``remove-node n9``."""
+    if getattr(args, "node", None) and args.action != "add-node":
+        try:
+            topo.node(args.node)
+        except UnknownNodeError as exc:
+            raise ConfigError(f"{exc}; see 'failover-harness status --run {args.run}'") from None
+
+
 def cmd_fault(args: argparse.Namespace) -> int:
     """Apply one fault or role operation to a running topology and report how long it took."""
     if args.action == "mark-state":
         return _mark_state(args)
     topo = attach(args.run)
     action = args.action
+    _check_node_name(topo, args)
     coordinated: list[dict[str, Any]] = []
     if action in MEMBERSHIP_ACTIONS:  # node add / remove (PER-1, PER-9): attached proxies move first
         result, coordinated = apply_membership(topo, args)
@@ -182,7 +193,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start a topology (pair or group of PostgreSQL servers, local or in containers)")
     p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join(TOPOLOGIES)}")
     p.add_argument("--backend", default="local", choices=list(BACKENDS),
-                   help="where the nodes run: local processes or compose containers (run make compose-setup first)")
+                   help="where the nodes run: local processes or compose containers "
+                        "(run failover-harness compose-setup first)")
     p.add_argument("--engine", default=None, choices=engine_names(),
                    help="database engine (default: the topology's, postgres for pg-*, mariadb for mariadb-*)")
     p.add_argument("--mode", default="sync", choices=["sync", "async"], help="replication mode")

@@ -10,6 +10,8 @@ registration.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,10 +79,23 @@ def known_clients(profile: str | None = None) -> list[str]:
     return [n for p, n in keys if p == profile]
 
 
+def _import_module(name: str) -> Any:
+    """Import ``name``; when its top package is not found, look in the current directory too (first,
+    as ``python -m`` does), so a user's ``my_adapters.py`` needs no PYTHONPATH."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        if exc.name != name.partition(".")[0] or cwd in sys.path:
+            raise
+        sys.path.insert(0, cwd)
+        return importlib.import_module(name)
+
+
 def _import_path(spec: str) -> Factory:
     module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"--client {spec}: cannot import module {module_name!r} ({exc}); check the "
                           "spelling and that the package is installed in this environment") from None

@@ -9,12 +9,14 @@ import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.history.core import History
 from harness.plugin.options import ATTACH_KEY, REPORTS_KEY, VERDICTS_KEY, HarnessOptions, rule_ids_of
+
+if TYPE_CHECKING:
+    from harness.history.core import History
 
 #: Longest readable part of a saved history's file name (a hash keeps it unique).
 STEM_CHARS = 100
@@ -50,6 +52,7 @@ def history(request: pytest.FixtureRequest, harness_options: HarnessOptions) -> 
     its SVG timeline beside it, and attached to the Allure result (JSON + SVG) when ``--alluredir`` is
     on. ``meta`` holds the test id, rule IDs, profile, backend, engine, client, worker, and at the end
     the outcome and the checked verdicts (``failover-harness check`` reads them back)."""
+    from harness.history.core import History
     from harness.history.store import HistoryWriter
     from harness.profiles import profile_of_rules
 
@@ -103,6 +106,7 @@ def _attachment(h: History, path: Path, item: pytest.Item, svg: str | None) -> t
     a test that did not pass, the saved file whole and gzip-compressed and the whole timeline; for a
     passed one the events nearest its faults and evidence (:mod:`harness.report.attachment`) and the
     timeline of those. ``((body, compressed), svg)``; the saved files stay whole."""
+    from harness.history.core import History
     from harness.history.timeline import render_svg
     from harness.report.attachment import compressed, trim, trimmed_jsonl
 

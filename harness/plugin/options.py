@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.rules.verdict import Verdict
-from harness.topology.backend import BACKENDS, engine_names
+if TYPE_CHECKING:
+    from harness.rules.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,19 @@ class HarnessOptions:
 OPTIONS_KEY = pytest.StashKey[HarnessOptions]()
 ENV_KEY = pytest.StashKey[dict[str, Any]]()
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
-VERDICTS_KEY = pytest.StashKey[list[Verdict]]()
+VERDICTS_KEY = pytest.StashKey[list["Verdict"]]()
+ACTIVE_KEY = pytest.StashKey[bool]()
+#: The harness's options: the ``--fh-`` names, and the short names kept as aliases (reserved: an app
+#: whose conftest defines one of them gets pytest's "option names already added" error).
+OPTION_NAMES = {"backend": ("--fh-backend", "--backend"), "client": ("--fh-client", "--client"),
+                "engine": ("--fh-engine", "--engine"), "keep_on_failure": ("--fh-keep-on-failure", "--keep-on-failure"),
+                "history_dir": ("--fh-history-dir", "--history-dir")}
+
+
+class _Default(str):
+    """An option's default value, told apart from the same value given on the command line: a run
+    that gives no harness option and uses no harness fixture leaves the plugin asleep."""
+
 ATTACH_KEY = pytest.StashKey[tuple[bytes, str | None]]()
 ENV_FRAGMENT = ".failover-harness-env-{worker}.json"
 
@@ -40,20 +52,22 @@ ENV_FRAGMENT = ".failover-harness-env-{worker}.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """The harness options (group ``failover-harness``)."""
+    """The harness options (group ``failover-harness``), each as ``--fh-NAME`` and a reserved short
+    alias ``--NAME``. Nothing is imported or checked here: the values are checked when the plugin
+    wakes (:func:`harness.plugin.activate`)."""
     group = parser.getgroup("failover-harness", "failover-harness: database failover checks")
-    group.addoption("--backend", choices=list(BACKENDS), default="local",
+    group.addoption(*OPTION_NAMES["backend"], dest="backend", default=_Default("local"), metavar="NAME",
                     help="where database nodes run: local processes (default) or compose containers behind the real "
-                    "Toxiproxy (make compose-setup first)")
-    group.addoption("--client", default=None, metavar="NAME",
+                    "Toxiproxy (failover-harness compose-setup first)")
+    group.addoption(*OPTION_NAMES["client"], dest="client", default=None, metavar="NAME",
                     help="client under test: a registered name (PROFILE/NAME when ambiguous) or an "
                     "import path module:attr; default: the reference client of each profile")
-    group.addoption("--engine", choices=engine_names(), default="postgres",
+    group.addoption(*OPTION_NAMES["engine"], dest="engine", default=_Default("postgres"), metavar="NAME",
                     help="database engine of the pairs (default postgres; or mariadb)")
-    group.addoption("--keep-on-failure", action="store_true", default=False,
+    group.addoption(*OPTION_NAMES["keep_on_failure"], dest="keep_on_failure", action="store_true", default=False,
                     help="leave a failed test's nodes and run directory in place for inspection "
                     "(clean later with `failover-harness down --all`)")
-    group.addoption("--history-dir", default=None, metavar="DIR",
+    group.addoption(*OPTION_NAMES["history_dir"], dest="history_dir", default=None, metavar="DIR",
                     help="where each test's history (JSON lines) and timeline (SVG) are saved "
                     "(default: $FAILOVER_HARNESS_REPORTS/histories or <rootdir>/reports/histories)")
 
@@ -64,12 +78,21 @@ def _history_dir(config: pytest.Config) -> Path:
         path = Path(option).resolve()
     elif os.environ.get("FAILOVER_HARNESS_REPORTS"):
         path = Path(os.environ["FAILOVER_HARNESS_REPORTS"]) / "histories"
-    else:
-        path = config.rootpath / "reports" / "histories"
+    else:  # the project pytest runs in: its rootdir, or where it was started when that is elsewhere
+        here = config.invocation_params.dir
+        base = config.rootpath if here.is_relative_to(config.rootpath) else here
+        path = base / "reports" / "histories"
     if path.exists() and not path.is_dir():  # bad input: one line before any test, not a crash at the first save
         raise pytest.UsageError(f"failover-harness: the history folder {path} is a file; give a folder with "
                                 "--history-dir DIR")
     return path
+
+
+def options_given(config: pytest.Config) -> bool:
+    """True when the run gave any harness option (on the command line, in addopts or an ini file)."""
+    defaults = isinstance(config.getoption("backend"), _Default) and isinstance(config.getoption("engine"), _Default)
+    return (not defaults or config.getoption("client") is not None or bool(config.getoption("keep_on_failure"))
+            or config.getoption("history_dir") is not None)
 
 
 def configure_options(config: pytest.Config) -> HarnessOptions:
@@ -79,7 +102,7 @@ def configure_options(config: pytest.Config) -> HarnessOptions:
     alluredir = getattr(config.option, "allure_report_dir", None)
     workerinput = getattr(config, "workerinput", None)
     options = HarnessOptions(
-        backend=config.getoption("backend"), engine=config.getoption("engine"),
+        backend=str(config.getoption("backend")), engine=str(config.getoption("engine")),
         client=config.getoption("client"), keep_on_failure=config.getoption("keep_on_failure"),
         history_dir=_history_dir(config), alluredir=Path(alluredir).resolve() if alluredir else None,
         worker=workerinput["workerid"] if workerinput else "main")
@@ -88,11 +111,23 @@ def configure_options(config: pytest.Config) -> HarnessOptions:
     return options
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """One header line naming backend, engine and client."""
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One header line naming backend, engine and client - only in a run that gave a harness option
+    (an unrelated run of the same environment prints nothing)."""
+    if not config.stash.get(ACTIVE_KEY, False):
+        return None
+    return header_line(config)
+
+
+def header_line(config: pytest.Config) -> str:
+    """Backend, engine, client and where the run writes: histories, Allure results, run state."""
+    from harness.paths import harness_home
+
     opts = config.stash[OPTIONS_KEY]
+    results = f" results={opts.alluredir}" if opts.alluredir else ""
     return (f"failover-harness: backend={opts.backend} engine={opts.engine} "
-            f"client={opts.client or '(reference)'} histories={opts.history_dir}")
+            f"client={opts.client or '(reference)'} histories={opts.history_dir}{results} "
+            f"run-state={harness_home() / 'runs'}")
 
 
 def add_environment(config: pytest.Config, **values: Any) -> None:

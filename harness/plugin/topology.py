@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.errors import ConfigError, HarnessError
-from harness.faults import Faults
-from harness.history.core import History
 from harness.plugin.options import OPTIONS_KEY, add_environment, test_failed
-from harness.topology import Group, Pair, Topology, get_backend, get_engine
+
+if TYPE_CHECKING:  # imported when a test asks for a topology: an unrelated pytest run never pays for them
+    from harness.faults import Faults
+    from harness.history.core import History
+    from harness.topology import Group, Pair, Topology
 
 TOPOLOGY_OPTIONS = ("mode", "mirror_readable", "nodes", "links")
 NOT_ON_MARKER = "not_on(*backends, reason=...): the test cannot run on these backends, and why (docs/compose.md)"
@@ -44,6 +46,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def check_backend(config: pytest.Config) -> None:
     """Refuse, in one line and before any test, a ``--backend`` / ``--engine`` that cannot run here
     (never a silent fallback to another backend)."""
+    from harness.topology import get_backend, get_engine
+
     opts = config.stash[OPTIONS_KEY]
     try:
         get_backend(opts.backend).check(get_engine(opts.engine))
@@ -84,6 +88,8 @@ def _capture_environment(config: pytest.Config, history: History) -> None:
 
 @pytest.fixture
 def _topology_factory(request: pytest.FixtureRequest, history: History) -> Iterator[Callable[[int], Topology]]:
+    from harness.topology import get_backend, get_engine
+
     opts = request.config.stash[OPTIONS_KEY]
     started: list[Topology] = []
 
@@ -122,6 +128,8 @@ def _keep(topo: Topology) -> None:
 def pair(_topology_factory: Callable[[int], Topology]) -> Pair:
     """A started principal + mirror pair behind the fault proxy (``@pytest.mark.topology`` sets
     mode, mirror_readable, links)."""
+    from harness.topology import Pair
+
     topo = _topology_factory(2)
     assert isinstance(topo, Pair)
     return topo
@@ -130,6 +138,8 @@ def pair(_topology_factory: Callable[[int], Topology]) -> Pair:
 @pytest.fixture
 def group(_topology_factory: Callable[[int], Topology]) -> Group:
     """A started group: one principal and N-1 standbys (default N = 3)."""
+    from harness.topology import Group
+
     topo = _topology_factory(3)
     assert isinstance(topo, Group)
     return topo
@@ -138,5 +148,7 @@ def group(_topology_factory: Callable[[int], Topology]) -> Group:
 @pytest.fixture
 def faults(request: pytest.FixtureRequest, history: History) -> Faults:
     """The fault vocabulary for the test's ``group`` if it uses one, else its ``pair``."""
+    from harness.faults import Faults
+
     name = "group" if "group" in request.fixturenames else "pair"
     return Faults(request.getfixturevalue(name), history)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.errors import ConfigError
-from harness.plugin.options import ENV_FRAGMENT, ENV_KEY, OPTIONS_KEY, VERDICTS_KEY, rule_ids_of
-from harness.rules.verdict import Verdict, assert_verdicts
+from harness.plugin.options import ACTIVE_KEY, ENV_FRAGMENT, ENV_KEY, OPTIONS_KEY, VERDICTS_KEY, rule_ids_of
+
+if TYPE_CHECKING:
+    from harness.rules.verdict import Verdict
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -33,8 +35,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     ids = validate_rule_ids(ids)
     if allure_active(item.config):
         apply_labels(ids)
-        opts = item.config.stash[OPTIONS_KEY]
-        apply_run_parameters(run_parameters(opts.engine, opts.backend, opts.client))
+        opts = item.config.stash.get(OPTIONS_KEY, None)
+        if opts is not None:
+            apply_run_parameters(run_parameters(opts.engine, opts.backend, opts.client))
 
 
 class VerdictCheck:
@@ -49,6 +52,7 @@ class VerdictCheck:
         then assert them together: a violation raises RuleViolation (AssertionError, message starts
         with the rule ID), an unknown verdict raises VerdictUnknown (a harness error, never a pass)."""
         from harness.report.allure import allure_active, verdict_step
+        from harness.rules.verdict import Verdict, assert_verdicts
 
         batch = [verdicts] if isinstance(verdicts, Verdict) else list(verdicts)
         for v in batch:
@@ -85,7 +89,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     listed beside it (two engines: ``engine=postgres, mariadb``)."""
     config = session.config
     opts = config.stash.get(OPTIONS_KEY, None)
-    if opts is None or opts.alluredir is None:
+    if opts is None or opts.alluredir is None or not config.stash.get(ACTIVE_KEY, False):
         return
     from harness.report.allure import allure_active, collect_environment, write_categories, write_environment
 

@@ -115,7 +115,13 @@ RULE_SEVERITY: dict[str, str] = {
 SEVERITY_ORDER = ["trivial", "minor", "normal", "critical", "blocker"]
 
 RULEBOOK_URL_ENV = "FAILOVER_HARNESS_RULEBOOK_URL"
-DEFAULT_RULEBOOK_URL = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").as_uri()  # offline, this checkout
+
+
+def default_rulebook_url() -> str:
+    """The rulebook shipped with the harness (``docs/rules.md``, a ``file://`` URL that opens offline)."""
+    from harness.resources import rulebook
+
+    return rulebook().resolve().as_uri()
 
 CATEGORIES: list[dict[str, Any]] = [
     {"name": "Rule violations",
@@ -161,9 +167,9 @@ def validate_rule_ids(rule_ids: Iterable[str]) -> list[str]:
 
 
 def rule_link(rule_id: str) -> str:
-    """The URL of a rule's text: ``<rules>#mir-5`` - this checkout's docs/rules.md (anchors per rule
-    ID, generated from the rulebook) unless env FAILOVER_HARNESS_RULEBOOK_URL names another page."""
-    base = os.environ.get(RULEBOOK_URL_ENV, DEFAULT_RULEBOOK_URL)
+    """The URL of a rule's text: ``<rules>#mir-5`` - the shipped docs/rules.md (anchors per rule ID,
+    generated from the rulebook) unless env FAILOVER_HARNESS_RULEBOOK_URL names another page."""
+    base = os.environ.get(RULEBOOK_URL_ENV) or default_rulebook_url()
     return f"{base}#{rule_id.lower()}"
 
 
@@ -520,10 +526,13 @@ def engine_version(engine: str) -> str | None:
 
 def git_revision(root: Path | None = None) -> str | None:
     """``git describe --always --dirty`` of the harness checkout, or None outside git."""
-    from harness.paths import repo_root
+    from harness.resources import checkout_root
 
+    root = root or checkout_root()
+    if root is None:  # an installed harness: its version says which it is
+        return None
     try:
-        out = subprocess.run(["git", "-C", str(root or repo_root()), "describe", "--always", "--dirty",
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty",
                               "--abbrev=12"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError, MissingDependencyError
-from harness.paths import repo_root, reports_dir, unwritable_reason
+from harness.paths import reports_dir, tools_home, unwritable_reason
 from harness.report.allure import (
     RUN_PARAMETERS,
     collect_environment,
@@ -27,16 +27,35 @@ from harness.report.allure import (
 )
 
 
-def allure_binary() -> Path:
-    """The Allure command line: env ``FAILOVER_HARNESS_ALLURE`` or ``tools/node_modules/.bin/allure``.
-    Raises MissingDependencyError naming ``make setup`` when it is missing."""
+def allure_candidates() -> list[Path]:
+    """Where the Allure command line is looked for, in order: env ``FAILOVER_HARNESS_ALLURE``; the
+    tools folder ``failover-harness setup`` installs into (:func:`harness.paths.tools_home`); a
+    checkout's ``tools/`` (``make setup``); ``allure`` on PATH."""
     override = os.environ.get("FAILOVER_HARNESS_ALLURE")
-    path = Path(override) if override else repo_root() / "tools" / "node_modules" / ".bin" / "allure"
-    if not (path.exists() and os.access(path, os.X_OK)):
-        raise MissingDependencyError(
-            f"the Allure command line is not installed ({path} is missing); run `make setup` "
-            "(or `cd tools && npm install --no-audit --no-fund`)")
-    return path
+    if override:
+        return [Path(override)]
+    from harness.resources import checkout_root
+
+    found = [tools_home() / "node_modules" / ".bin" / "allure"]
+    root = checkout_root()
+    if root is not None:
+        found.append(root / "tools" / "node_modules" / ".bin" / "allure")
+    on_path = shutil.which("allure")
+    if on_path:
+        found.append(Path(on_path))
+    return found
+
+
+def allure_binary() -> Path:
+    """The first Allure command line of :func:`allure_candidates` that exists. Raises
+    MissingDependencyError naming ``failover-harness setup`` when there is none."""
+    candidates = allure_candidates()
+    for path in candidates:
+        if path.exists() and os.access(path, os.X_OK):
+            return path
+    raise MissingDependencyError(
+        f"the Allure command line is not installed ({candidates[0]} is missing); run `failover-harness setup` "
+        "(it installs it there with npm)")
 
 
 def java_binary() -> str:
@@ -46,7 +65,7 @@ def java_binary() -> str:
         return str(Path(home) / "bin" / "java")
     found = shutil.which("java")
     if not found:
-        raise MissingDependencyError("Java is not installed (Allure 2 needs it); run `make setup` "
+        raise MissingDependencyError("Java is not installed (Allure 2 needs it); run `failover-harness setup` "
                                      "(Debian: apt-get install -y default-jre-headless)")
     return found
 

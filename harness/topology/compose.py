@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, TopologyError
-from harness.paths import harness_home, repo_root, runs_dir
+from harness.paths import harness_home, runs_dir
 from harness.ports import allocate_port
+from harness.resources import resource
 from harness.secrets import write_private_file
 from harness.topology import preflight
 from harness.topology.compose_events import ContainerLogEvents
@@ -56,7 +57,7 @@ def compose_file(topology: str) -> Path:
     """The compose file of a topology (``compose/<name>.yml``)."""
     if topology not in COMPOSE_FILES:
         raise ConfigError(f"no compose file for topology {topology!r}; have {', '.join(COMPOSE_FILES)}")
-    return repo_root() / "compose" / COMPOSE_FILES[topology]
+    return resource("compose", COMPOSE_FILES[topology])
 
 
 def project_name(run_id: str) -> str:
@@ -118,17 +119,17 @@ class ComposeBackend:
 
     def check(self, engine: Engine) -> None:
         """A one-line ConfigError naming the fix when the engine is not PostgreSQL, or no Docker engine
-        answers (none was started: ``make compose-setup`` starts one), or Compose v2 is missing; a
+        answers (none was started: ``failover-harness compose-setup`` starts one), or Compose v2 is missing; a
         MissingDependencyError when an image is missing."""
         if engine.name != "postgres":
             raise ConfigError(f"backend 'compose' runs PostgreSQL only, not engine {engine.name!r}; "
                               "use --engine postgres")
         if not engine_answers():
             raise ConfigError("backend 'compose': no Docker engine answers here; run "
-                              "'make compose-setup' (starts one), or use --backend local")
+                              "'failover-harness compose-setup' (starts one), or use --backend local")
         if compose_version() is None:
             raise ConfigError("backend 'compose': Compose v2 ('docker compose') is missing; run "
-                              "'make compose-setup', or use --backend local")
+                              "'failover-harness compose-setup', or use --backend local")
         client = docker_client()
         try:
             for spec in (POSTGRES, TOXIPROXY):

@@ -1,4 +1,4 @@
-"""Set-up of the Compose backend (``make compose-setup`` = ``failover-harness compose-setup``):
+"""Set-up of the Compose backend (``failover-harness compose-setup`` = ``failover-harness compose-setup``):
 idempotent, saying what it does, quick when nothing is missing.
 
 1. the Docker engine and CLI (Debian ``docker.io``) where missing;
@@ -72,7 +72,7 @@ def install_compose_plugin(say: Callable[[str], None]) -> str:
     """Install Compose v2 from Debian trixie's ``docker-compose`` package (see module docstring)."""
     if os.geteuid() != 0:
         raise MissingDependencyError("Compose v2 ('docker compose') is missing and only root can install it "
-                                     "here; install docker-compose v2 or run 'make compose-setup' as root")
+                                     "here; install docker-compose v2 or run 'failover-harness compose-setup' as root")
     say("installing Compose v2: Debian trixie's docker-compose package from the host's archive "
         "(temporary apt configuration; the host's apt state is untouched)")
     uri = archive_uri()

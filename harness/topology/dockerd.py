@@ -68,10 +68,10 @@ def ensure_engine(say: Callable[[str], None], timeout: float = 60) -> str:
     if dockerd is None:
         raise MissingDependencyError("no Docker engine answers and dockerd is not installed; install it "
                                      "(Debian: apt-get install -y --no-install-recommends docker.io) or run "
-                                     "'make compose-setup' as root")
+                                     "'failover-harness compose-setup' as root")
     if os.geteuid() != 0:
         raise MissingDependencyError("no Docker engine answers and only root can start dockerd here; start the "
-                                     "engine (sudo dockerd ...) or run 'make compose-setup' as root")
+                                     "engine (sudo dockerd ...) or run 'failover-harness compose-setup' as root")
     log = Path("/var/log/failover-harness-dockerd.log")
     say(f"no Docker engine answers: starting dockerd {' '.join(DOCKERD_FLAGS)} (log {log})")
     with open(log, "ab") as out:
@@ -127,9 +127,10 @@ def docker_client(timeout: float = 60) -> Any:
     try:
         import docker
     except ImportError:
-        raise MissingDependencyError("the Python package 'docker' is missing; run 'make setup' "
+        raise MissingDependencyError("the Python package 'docker' is missing; run 'failover-harness setup' "
                                      "(pip install -e .[dev])") from None
     try:
         return docker.from_env(timeout=timeout)
     except docker.errors.DockerException as exc:
-        raise MissingDependencyError(f"no Docker engine answers ({exc}); run 'make compose-setup'") from None
+        raise MissingDependencyError(f"no Docker engine answers ({exc}); "
+                                     "run 'failover-harness compose-setup'") from None

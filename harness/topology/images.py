@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import MissingDependencyError, TopologyError
-from harness.paths import repo_root
+from harness.resources import checkout_root, resource
 
 HASH_LABEL = "io.failover-harness.context-hash"
 NAME_LABEL = "io.failover-harness.image"
@@ -49,17 +49,19 @@ RUNTIME_IMAGES = (POSTGRES, TOXIPROXY)
 
 def toxiproxy_dir() -> Path:
     """The real Toxiproxy 2.12.0 binaries: env ``FAILOVER_HARNESS_TOXIPROXY_DIR``, else the nearest
-    ``shared/toxiproxy`` above the repository (``../shared/toxiproxy`` in CI)."""
+    ``shared/toxiproxy`` above the harness checkout (``../shared/toxiproxy`` in CI), or above the current
+    directory for an installed harness."""
     configured = os.environ.get("FAILOVER_HARNESS_TOXIPROXY_DIR")
     if configured:
         return Path(configured)
-    candidates = [base / "shared" / "toxiproxy" for base in repo_root().parents]
+    start = checkout_root() or Path.cwd()
+    candidates = [base / "shared" / "toxiproxy" for base in [start, *start.parents]]
     return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
 def context_dir(spec: ImageSpec) -> Path:
     """The build-context folder of a stand-in image (``compose/images/<name>``)."""
-    return repo_root() / "compose" / "images" / spec.context
+    return resource("compose", "images", spec.context)
 
 
 def _hash_files(paths: list[tuple[str, Path]], *extra: str) -> str:
@@ -114,14 +116,14 @@ def local_image(client: Any, tag: str) -> Any | None:
 def image_for(spec: ImageSpec, client: Any) -> str:
     """The image a compose file runs for ``spec``: the variable's value when set in the environment,
     else the official image when the engine has it, else the local stand-in (MissingDependencyError
-    naming ``make compose-setup`` when there is neither)."""
+    naming ``failover-harness compose-setup`` when there is neither)."""
     if spec.variable and os.environ.get(spec.variable):
         return os.environ[spec.variable]
     for tag in (spec.official, spec.local):
         if tag and local_image(client, tag) is not None:
             return tag
     raise MissingDependencyError(f"no {spec.name} image on the Docker engine (neither {spec.official} nor "
-                                 f"{spec.local}); run 'make compose-setup'")
+                                 f"{spec.local}); run 'failover-harness compose-setup'")
 
 
 class ImageBuilder:
@@ -182,7 +184,8 @@ class ImageBuilder:
             return wanted
         if shutil.which("mmdebstrap") is None:
             raise MissingDependencyError("mmdebstrap is not installed (it builds the base image without a "
-                                         "registry); apt-get install -y mmdebstrap, or run 'make compose-setup'")
+                                         "registry); apt-get install -y mmdebstrap, or run "
+                                         "'failover-harness compose-setup'")
         if not HOST_SOURCES.exists():
             raise MissingDependencyError(f"{HOST_SOURCES} is missing: the base image is bootstrapped from the "
                                          "host's own Debian sources")

@@ -55,7 +55,7 @@ SEMI_SYNC_TIMEOUT_MS = 30_000  # a sync commit waits this long for a replica, th
 GTID_FILE = "fh-gtid-pos"  # a cleanly stopped node's last GTIDs (last_gtids)
 START_FILE = "fh-gtid-start"  # a re-cloned node's starting gtid_slave_pos
 
-_INSTALL_HINT = "install it with 'apt-get install -y mariadb-server mariadb-backup' (or run 'make setup')"
+_INSTALL_HINT = "install it with 'apt-get install -y mariadb-server mariadb-backup' (or run 'failover-harness setup')"
 
 
 def _pymysql() -> Any:

@@ -66,7 +66,7 @@ def pg_bindir() -> Path:
             return Path(c)
     raise MissingDependencyError(
         "PostgreSQL 15 server binaries not found in /usr/lib/postgresql/15/bin; install them with "
-        "'apt-get install -y postgresql' (or run 'make setup'), or set FAILOVER_HARNESS_PG_BINDIR")
+        "'apt-get install -y postgresql' (or run 'failover-harness setup'), or set FAILOVER_HARNESS_PG_BINDIR")
 
 
 def server_version() -> str:

@@ -83,9 +83,9 @@ def check_state_folders() -> Path:
     home = home_path()
     check_folder(home, HOME_ENV, f"the harness home ({HOME_ENV})")
     check_folder(home / "runs", HOME_ENV, "the runs folder of the harness home")
-    from harness.paths import repo_root
+    from harness.paths import reports_dir
 
-    reports = Path(os.environ.get(REPORTS_ENV) or repo_root() / "reports")
+    reports = reports_dir(create=False)
     check_folder(reports, REPORTS_ENV, f"the reports folder ({REPORTS_ENV})")
     return home
 

@@ -52,7 +52,7 @@ def sysbench_binary() -> str:
     path = shutil.which("sysbench")
     if not path:
         raise MissingDependencyError("sysbench is not installed; install it with 'apt-get install -y sysbench' "
-                                     "(or run 'make setup')")
+                                     "(or run 'failover-harness setup')")
     return path
 
 

@@ -27,7 +27,7 @@ def program_version(binary: str, args: list[str], package: str) -> str:
     path = shutil.which(binary)
     if path is None:
         raise MissingDependencyError(f"{binary} is not installed: apt-get install -y {package} "
-                                     "(scripts/setup.sh lists it)")
+                                     "(failover-harness setup installs it)")
     out = subprocess.run([path, *args], capture_output=True, text=True, timeout=10)
     return ((out.stdout or out.stderr).strip().splitlines() or ["?"])[0]
 

@@ -43,7 +43,8 @@ def compiled_helper() -> Path:
         return out
     javac = shutil.which("javac")
     if javac is None:
-        raise ConfigError("javac is not installed (Debian: apt-get install default-jdk-headless); run scripts/setup.sh")
+        raise ConfigError("javac is not installed (Debian: apt-get install default-jdk-headless); "
+                          "run failover-harness setup")
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([javac, "-d", str(tmp), str(SOURCE)], capture_output=True, text=True)
@@ -61,11 +62,12 @@ def start_jdbc_helper(class_path: list[str], *, name: str = "jdbc", driver_class
     drivers on the class path (and ``driver_version`` of ``driver_class``)."""
     java = shutil.which("java")
     if java is None:
-        raise ConfigError("java is not installed (Debian: apt-get install default-jre-headless); run scripts/setup.sh")
+        raise ConfigError("java is not installed (Debian: apt-get install default-jre-headless); "
+                          "run failover-harness setup")
     for jar in class_path:
         if not Path(jar).exists():
             raise ConfigError(f"{jar} does not exist (pgjdbc: apt-get install libpostgresql-jdbc-java; "
-                              "or run scripts/setup.sh)")
+                              "or run failover-harness setup)")
     cp = os.pathsep.join([str(compiled_helper()), *class_path])
     helper = JsonLinesHelper([java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, "JdbcHelper"], name=name)
     if driver_class:

@@ -23,25 +23,37 @@ from harness.clients.lpq.protocol import (
     HostListSpec,
 )
 from harness.errors import ConfigError
-from harness.paths import repo_root
+from harness.paths import tools_home
+from harness.resources import checkout_root
 
 HELPER_JS = Path(__file__).with_name("node_helper.js")
 
 
+def node_modules_candidates() -> list[Path]:
+    """Where the pinned Node drivers are looked for: ``<tools home>/drivers/node/node_modules``
+    (``failover-harness setup``), then a checkout's ``tools/drivers/node/node_modules`` (``make setup``)."""
+    found = [tools_home() / "drivers" / "node" / "node_modules"]
+    root = checkout_root()
+    if root is not None:
+        found.append(root / "tools" / "drivers" / "node" / "node_modules")
+    return found
+
+
 def node_modules() -> Path:
-    """``tools/drivers/node/node_modules`` (ConfigError naming the fix when missing)."""
-    path = repo_root() / "tools" / "drivers" / "node" / "node_modules"
-    if not (path / "pg").is_dir() or not (path / "postgres").is_dir():
-        raise ConfigError(f"the Node drivers are not installed in {path}; run scripts/setup.sh "
-                          "(or: cd tools/drivers/node && npm ci)")
-    return path
+    """The first folder of :func:`node_modules_candidates` holding both drivers (ConfigError naming
+    the fix when none does)."""
+    candidates = node_modules_candidates()
+    for path in candidates:
+        if (path / "pg").is_dir() and (path / "postgres").is_dir():
+            return path
+    raise ConfigError(f"the Node drivers are not installed in {candidates[0]}; run `failover-harness setup`")
 
 
 def start_helper(name: str) -> JsonLinesHelper:
     """A new ``node node_helper.js`` process with the pinned drivers on its ``NODE_PATH``."""
     node = shutil.which("node")
     if node is None:
-        raise ConfigError("node is not installed (Debian: apt-get install nodejs); run scripts/setup.sh")
+        raise ConfigError("node is not installed (Debian: apt-get install nodejs); run `failover-harness setup`")
     env = {**os.environ, "NODE_PATH": str(node_modules())}
     return JsonLinesHelper([node, str(HELPER_JS)], name=name, env=env)
 

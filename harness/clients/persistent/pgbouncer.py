@@ -56,7 +56,7 @@ def pgbouncer_version() -> str:
     path = shutil.which(PGBOUNCER_BIN)  # also accepts an absolute path to an executable
     if path is None:
         raise MissingDependencyError("pgbouncer is not installed: apt-get install -y pgbouncer "
-                                     "(scripts/setup.sh lists it), or set FAILOVER_HARNESS_PGBOUNCER")
+                                     "(failover-harness setup installs it), or set FAILOVER_HARNESS_PGBOUNCER")
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
     return (out.stdout or out.stderr).splitlines()[0].strip()
 

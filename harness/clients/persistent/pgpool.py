@@ -55,7 +55,7 @@ def pgpool_version() -> str:
     """``pgpool --version``, or MissingDependencyError naming the install command."""
     path = shutil.which(PGPOOL_BIN)
     if path is None:
-        raise MissingDependencyError("pgpool-II is not installed: apt-get install -y pgpool2 (scripts/setup.sh "
+        raise MissingDependencyError("pgpool-II is not installed: apt-get install -y pgpool2 (failover-harness setup "
                                      "lists it), or set FAILOVER_HARNESS_PGPOOL")
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
     return (out.stdout or out.stderr).strip().splitlines()[0]
