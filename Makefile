@@ -10,7 +10,7 @@
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing);
 # `make test` and `make chaos BACKEND=compose` also run `failover-harness compose-setup` (engine,
 # Compose v2, images; idempotent) and afterwards stop the dockerd that it started, if it started one.
-#   make mutation - the mutation test of the MIR and PER checkers (docs/mutation.md); not part of make test
+#   make mutation - the mutation test of the MIR, PER, ACR, ICM and LPQ checkers (docs/mutation.md); not part of make test
 #   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
 #   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
 
