@@ -25,8 +25,10 @@ def make(*args, **kwargs):
 
 
 def _fh(cwd: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The command line run in ``cwd`` with only the harness on PYTHONPATH (not ``cwd``)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    """The command line run in ``cwd`` with only the harness on PYTHONPATH (not ``cwd``), and the
+    default outputs (no ``FAILOVER_HARNESS_REPORTS`` of the caller's)."""
+    env = {k: v for k, v in os.environ.items() if k != "FAILOVER_HARNESS_REPORTS"}
+    env["PYTHONPATH"] = str(REPO)
     return subprocess.run([sys.executable, "-m", "harness.cli", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 

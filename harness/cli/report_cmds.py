@@ -159,11 +159,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                           f"{', '.join(rule_ids)} takes it")
     meta, events = read_jsonl(args.history)
     verdicts = []
+    notes: list[str] = []
     for entry, params in calls:
         for recorded in recorded_params(meta, entry.rule_id):
-            for note in override_notes(entry, meta, recorded, params):
-                print(note, file=sys.stderr)
+            notes += override_notes(entry, meta, recorded, params)
             verdicts.append(entry.check(events, meta, **{**recorded, **params}))
+    for note in dict.fromkeys(notes):  # once every parameter was accepted: a bad one is the only line
+        print(note, file=sys.stderr)
     for v in verdicts:
         if args.json:
             print(json.dumps(v.to_dict(), default=str))
