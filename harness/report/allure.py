@@ -36,6 +36,7 @@ PROFILE_EPICS: dict[str, str] = {
     "ACR": "Automatic client reroute (DB2)",
     "ICM": "Internet Cluster Manager (Domino)",
     "LPQ": "libpq multi-host rules (PostgreSQL drivers)",
+    "APP": "Application pools and ORMs",
     "DUR": "Cross-cutting",
     "OBS": "Cross-cutting",
 }
@@ -46,6 +47,7 @@ FAMILY_FEATURES: dict[str, str] = {
     "ACR": "ACR - automatic client reroute",
     "ICM": "ICM - cluster manager selection",
     "LPQ": "LPQ - libpq multi-host rules",
+    "APP": "APP - application pools",
     "DUR": "DUR - durability",
     "OBS": "OBS - observability",
 }
@@ -97,6 +99,11 @@ RULE_TITLES: dict[str, str] = {
     "LPQ-4": "Session attributes",
     "LPQ-5": "Authentication failure stops",
     "LPQ-6": "Random order",
+    "APP-1": "Recovery bound",
+    "APP-2": "Failed requests per fault",
+    "APP-3": "Only the right node serves",
+    "APP-4": "No stale connection handed out",
+    "APP-5": "Pool size respected",
     "DUR-1": "No acknowledged write lost",
     "OBS-1": "Harness error is not a violation",
 }
@@ -109,6 +116,7 @@ RULE_SEVERITY: dict[str, str] = {
     "PER-1": "critical", "PER-2": "critical", "PER-3": "critical",
     "ACR-2": "critical", "ACR-3": "critical", "ACR-6": "critical",
     "ICM-5": "critical", "ICM-7": "critical",
+    "APP-1": "critical", "APP-3": "critical",
     "OBS-1": "critical",
 }
 SEVERITY_ORDER = ["trivial", "minor", "normal", "critical", "blocker"]
@@ -122,7 +130,7 @@ CATEGORIES: list[dict[str, Any]] = [
                     "whose message starts with the rule ID).",
      "matchedStatuses": ["failed"],
      # allure-pytest prefixes the exception's qualified class name; the rule ID follows it
-     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|LPQ|DUR|OBS)-\d+[: ].*"},
+     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?[A-Z][A-Z0-9_]{0,15}-\d+[: ].*"},  # built-in and user rule IDs
     {"name": "Other test failures",
      "description": "A failed assertion that does not cite a rule ID.",
      "matchedStatuses": ["failed"]},

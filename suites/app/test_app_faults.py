@@ -1,0 +1,51 @@
+"""APP-1…5 and DUR-1: an application pool under a switchover, a failover, a partition of the
+principal (black hole and reset) and a restart of both nodes. A validating pool keeps every rule; a
+pool that does not validate hands out connections the proxy already closed (APP-4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import Check, Faults
+
+RULES = ("APP-1", "APP-2", "APP-3", "APP-4", "APP-5", "DUR-1")
+
+
+@pytest.mark.rule(*RULES)
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_pool_across_a_switchover(app, faults: Faults, check: Check) -> None:
+    faults.switchover()
+    app.writable()
+    app.settle(1.5)
+    check(app.verdicts())
+
+
+@pytest.mark.rule(*RULES)
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_pool_across_a_failover(app, faults: Faults, check: Check) -> None:
+    faults.failover()
+    app.writable()
+    app.settle(1.5)
+    check(app.verdicts())
+
+
+@pytest.mark.rule(*RULES)
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+@pytest.mark.parametrize("how", ["blackhole", "reset"])
+def test_pool_across_a_partition_of_the_principal(app, faults: Faults, check: Check, how: str) -> None:
+    with faults.partition(app.pair.principal.name, how=how):
+        app.settle(1.5)
+    app.writable()
+    app.settle(1.5)
+    check(app.verdicts())
+
+
+@pytest.mark.rule(*RULES)
+@pytest.mark.topology(mode="sync", mirror_readable=False)
+def test_pool_across_a_restart_of_both_nodes(app, faults: Faults, check: Check) -> None:
+    principal, standby = app.pair.principal.name, app.pair.standbys[0].name
+    with faults.stop(standby), faults.stop(principal):
+        app.settle(0.5)
+    app.writable()
+    app.settle(1.5)
+    check(app.verdicts())
