@@ -156,13 +156,15 @@ def rule_family(rule_id: str) -> str:
 def validate_rule_ids(rule_ids: Iterable[str]) -> list[str]:
     """Normalise rule IDs (upper case) and reject anything that is not a RULEBOOK ID (ConfigError)."""
     from harness.errors import ConfigError
+    from harness.rules import registry
 
     out = []
     for rid in rule_ids:
         norm = str(rid).strip().upper()
-        if norm not in RULE_TITLES:
+        if norm not in RULE_TITLES and not registry.is_registered(norm):
             raise ConfigError(f"unknown rule ID {rid!r} in @pytest.mark.rule(...); known IDs are those "
-                              f"of RULEBOOK.md, e.g. MIR-5, PER-1, DUR-1")
+                              f"of docs/rules.md (e.g. MIR-5, APP-1, DUR-1) and user rules registered with "
+                              f"harness.rules.registry.rule (in a conftest.py or a module it imports)")
         out.append(norm)
     return out
 
@@ -180,18 +182,21 @@ def labels_for_rules(rule_ids: Iterable[str]) -> dict[str, Any]:
         {"epic": ..., "features": [...], "stories": [...], "tags": [...], "severity": ...,
          "links": [(url, name), ...], "title_suffix": "MIR-5 Retry time schedule"}
     """
+    from harness.rules import registry
+
     ids = [r.upper() for r in rule_ids]
     if not ids:
         return {}
+    titles = {r: RULE_TITLES.get(r) or registry.title_of(r) for r in ids}
     families = list(dict.fromkeys(rule_family(r) for r in ids))
     severity = max((RULE_SEVERITY.get(r, "normal") for r in ids), key=SEVERITY_ORDER.index)
     return {
-        "epic": PROFILE_EPICS.get(families[0], "Cross-cutting"),
+        "epic": PROFILE_EPICS.get(families[0], "User rules" if families[0] not in FAMILY_FEATURES else "Cross-cutting"),
         "features": [FAMILY_FEATURES.get(f, f) for f in families],
-        "stories": [f"{r} {RULE_TITLES[r]}" if r in RULE_TITLES else r for r in ids],
+        "stories": [f"{r} {titles[r]}" if titles[r] else r for r in ids],
         "tags": ids,
         "severity": severity,
-        "links": [(rule_link(r), f"{r} {RULE_TITLES.get(r, '')}".strip()) for r in ids],
+        "links": [(rule_link(r), f"{r} {titles[r] or ''}".strip()) for r in ids],
     }
 
 

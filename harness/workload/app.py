@@ -34,6 +34,22 @@ class AppWorkload:
                          for i in range(workers)]
         self.counts = {"ok": 0, "fail": 0, "info": 0}
         self._lock = threading.Lock()
+        self._go = threading.Event()
+        self._go.set()
+        self._idle = threading.Semaphore(0)
+
+    def hold(self, timeout: float = 30) -> None:
+        """Let every worker finish its request and wait (the application goes idle: its pool keeps
+        its connections, as an application's does between bursts); recorded as ``app.hold``."""
+        self._go.clear()
+        for _ in self._threads:
+            self._idle.acquire(timeout=timeout)
+        self.history.record("app.hold")
+
+    def resume(self) -> None:
+        """Let the workers run again (``app.resume``)."""
+        self.history.record("app.resume")
+        self._go.set()
 
     def start(self) -> AppWorkload:
         """Record the pool's settings (``app.pool``) and start the workers."""
@@ -46,6 +62,7 @@ class AppWorkload:
     def stop(self, timeout: float = 30) -> None:
         """Stop the workers (each finishes its request) and wait for them."""
         self._stop.set()
+        self._go.set()
         for t in self._threads:
             t.join(timeout)
 
@@ -59,6 +76,11 @@ class AppWorkload:
         process = f"app-{worker}"
         keys = itertools.count(worker * KEYS_PER_WORKER)
         for n in itertools.count(1):
+            if not self._go.is_set():
+                self._idle.release()
+                while not self._go.wait(0.05):
+                    if self._stop.is_set():
+                        return
             if self._stop.is_set():
                 return
             f = "read" if n % self.read_every == 0 else "write"

@@ -42,8 +42,10 @@ class AppRun:
         time.sleep(seconds)
 
     def writable(self) -> None:
-        """After a fault: the harness's probe marks when the principal accepts writes again."""
+        """After a fault: the harness's probe marks when the principal accepts writes again; the
+        workload resumes then."""
         probe_writable(self.pair.dsn(connect_timeout=2), self.history)
+        self.workload.resume()
 
     def verdicts(self) -> list[Verdict]:
         """Stop the workload, read every key on the principal, judge APP-1…5 and DUR-1."""

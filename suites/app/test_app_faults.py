@@ -1,6 +1,8 @@
 """APP-1…5 and DUR-1: an application pool under a switchover, a failover, a partition of the
-principal (black hole and reset) and a restart of both nodes. A validating pool keeps every rule; a
-pool that does not validate hands out connections the proxy already closed (APP-4)."""
+principal (black hole and reset) and a restart of both nodes. The application is busy before the
+fault, idle across it (its pool keeps its connections, as between bursts of traffic) and busy again
+as soon as the principal accepts writes: a validating pool keeps every rule; a pool that does not
+validate hands out the connections the proxy closed meanwhile (APP-4)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ RULES = ("APP-1", "APP-2", "APP-3", "APP-4", "APP-5", "DUR-1")
 @pytest.mark.rule(*RULES)
 @pytest.mark.topology(mode="sync", mirror_readable=False)
 def test_pool_across_a_switchover(app, faults: Faults, check: Check) -> None:
+    app.workload.hold()
     faults.switchover()
     app.writable()
     app.settle(1.5)
@@ -23,6 +26,7 @@ def test_pool_across_a_switchover(app, faults: Faults, check: Check) -> None:
 @pytest.mark.rule(*RULES)
 @pytest.mark.topology(mode="sync", mirror_readable=False)
 def test_pool_across_a_failover(app, faults: Faults, check: Check) -> None:
+    app.workload.hold()
     faults.failover()
     app.writable()
     app.settle(1.5)
@@ -33,6 +37,7 @@ def test_pool_across_a_failover(app, faults: Faults, check: Check) -> None:
 @pytest.mark.topology(mode="sync", mirror_readable=False)
 @pytest.mark.parametrize("how", ["blackhole", "reset"])
 def test_pool_across_a_partition_of_the_principal(app, faults: Faults, check: Check, how: str) -> None:
+    app.workload.hold()
     with faults.partition(app.pair.principal.name, how=how):
         app.settle(1.5)
     app.writable()
@@ -44,6 +49,7 @@ def test_pool_across_a_partition_of_the_principal(app, faults: Faults, check: Ch
 @pytest.mark.topology(mode="sync", mirror_readable=False)
 def test_pool_across_a_restart_of_both_nodes(app, faults: Faults, check: Check) -> None:
     principal, standby = app.pair.principal.name, app.pair.standbys[0].name
+    app.workload.hold()
     with faults.stop(standby), faults.stop(principal):
         app.settle(0.5)
     app.writable()
