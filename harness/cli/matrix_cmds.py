@@ -12,9 +12,21 @@ from pathlib import Path
 from harness.clients.registry import PROFILES, known_clients, resolve_client
 from harness.errors import ConfigError
 from harness.paths import repo_root, reports_dir
-from harness.report.matrix import all_rules, build_matrix, collect_cells, drivers_of, write_doc, write_matrix
+from harness.profiles import get_profile
+from harness.report.matrix import (
+    all_rules,
+    build_matrix,
+    collect_cells,
+    collect_figures,
+    drivers_of,
+    write_doc,
+    write_matrix,
+)
 
-PROFILE_FAMILY = {"mirroring": "MIR", "persistent": "PER", "acr": "ACR", "icm": "ICM", "lpq": "LPQ"}
+#: profile -> its rule family (the matrix's rows), for every profile with clients.
+PROFILE_FAMILY = {p: get_profile(p).families[0] for p in PROFILES}
+#: Profiles whose matrix also shows measured figures per fault (failed requests, recovery).
+FIGURE_PROFILES = frozenset({"app"})
 #: Profiles whose matrix has a row per scenario under each rule (a verdict's ``params.process``).
 SCENARIO_ROWS = frozenset({"lpq"})
 
@@ -43,7 +55,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     engine = getattr(args, "engine", "postgres")
     out = reports_dir() / "matrix" if engine == "postgres" else reports_dir() / "matrix" / engine
     work = out / args.profile
-    columns, drivers = {}, {}
+    columns, drivers, figures = {}, {}, {}
     for client in clients:
         histories = work / client.replace("/", "_") / "histories"
         shutil.rmtree(histories, ignore_errors=True)
@@ -58,7 +70,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         columns[client] = collect_cells(histories, PROFILE_FAMILY[args.profile],
                                         scenarios=args.profile in SCENARIO_ROWS)
         drivers[client] = drivers_of(histories) or ""
-    matrix = build_matrix(args.profile, columns, all_rules(columns), drivers)
+        if args.profile in FIGURE_PROFILES:
+            figures[client] = collect_figures(histories)
+    matrix = build_matrix(args.profile, columns, all_rules(columns), drivers, figures)
     paths = write_matrix(matrix, out)
     if args.doc:
         paths["doc"] = write_doc(matrix, Path(args.doc), title=f"Conformance matrix: {args.profile}",

@@ -1,8 +1,9 @@
 """APP-1…5 and DUR-1: an application pool under a switchover, a failover, a partition of the
-principal (black hole and reset) and a restart of both nodes. The application is busy before the
-fault, idle across it (its pool keeps its connections, as between bursts of traffic) and busy again
-as soon as the principal accepts writes: a validating pool keeps every rule; a pool that does not
-validate hands out the connections the proxy closed meanwhile (APP-4)."""
+principal (black hole and reset) and a restart of both nodes. Across a role change or a restart the
+application is idle (its pool keeps its connections, as between bursts of traffic) and busy again as
+soon as the principal accepts writes: a validating pool keeps every rule; a pool that does not
+validate hands out the connections the servers closed meanwhile (APP-4). Through a partition the
+application keeps sending requests (they fail or hang until the partition heals)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,7 @@ def test_pool_across_a_failover(app, faults: Faults, check: Check) -> None:
 @pytest.mark.topology(mode="sync", mirror_readable=False)
 @pytest.mark.parametrize("how", ["blackhole", "reset"])
 def test_pool_across_a_partition_of_the_principal(app, faults: Faults, check: Check, how: str) -> None:
-    app.workload.hold()
-    with faults.partition(app.pair.principal.name, how=how):
+    with faults.partition(app.pair.principal.name, how=how):  # the application keeps running through it
         app.settle(1.5)
     app.writable()
     app.settle(1.5)

@@ -107,8 +107,11 @@ class AsyncpgPool:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="asyncpg-pool", daemon=True)
         self.thread.start()
-        self.pool: Any = self._run(asyncpg.create_pool(target.url, min_size=2, max_size=max_size,
-                                                       timeout=target.connect_timeout, command_timeout=10))
+        async def create() -> Any:
+            return await asyncpg.create_pool(target.url, min_size=2, max_size=max_size,
+                                             timeout=target.connect_timeout, command_timeout=10)
+
+        self.pool: Any = self._run(create())
         self.settings = PoolSettings("asyncpg-pool", max_size, 0, False,
                                      recovery_s=float(target.connect_timeout * len(target.hosts) + 1),
                                      library=f"asyncpg {asyncpg.__version__}")
@@ -138,8 +141,11 @@ class AsyncpgPool:
         return box[0] if box else None
 
     def close(self) -> None:
+        async def close() -> None:
+            await self.pool.close()
+
         try:
-            self._run(self.pool.close(), timeout=5)
+            self._run(close(), timeout=5)
         except Exception:  # noqa: BLE001 - closing after a fault may time out; terminate then
             self.pool.terminate()
         self.loop.call_soon_threadsafe(self.loop.stop)
