@@ -19,6 +19,7 @@ declare -A NEED=(
   [java]=default-jre-headless
   [javac]=default-jdk-headless
   [/usr/share/java/postgresql.jar]=libpostgresql-jdbc-java
+  [/usr/share/java/HikariCP.jar]=libhikaricp-java  # the app profile's hikaricp pool (pulls libslf4j-java)
   [npm]=npm
   [node]=nodejs
   [/usr/sbin/haproxy]=haproxy

@@ -96,6 +96,25 @@ def test_app1_uses_the_topologys_switchover_record_before_the_probe() -> None:
     assert v.valid is False and v.details["per_fault"][0]["writable_by"] == "switchover.writable"
 
 
+def test_app1_counts_from_the_resumption_of_an_idle_application() -> None:
+    b = H()
+    b.h.record("app.hold", 0.9)
+    b.fault(1.0, 2.0, "failover")
+    b.h.record("app.writable", 2.5)
+    resumed = b.h.record("app.resume", 3.0)
+    b.op(3.0, 3.4)
+    v = check_recovery(b.events(), recovery_s=0.5, tolerance_s=0.0)
+    assert v.valid is True and v.details["per_fault"][0]["recovery_s"] == 0.4
+    assert v.details["per_fault"][0]["writable_event"] == resumed.index
+    b2 = H()  # resumed before the principal could write: the writable moment stays the reference
+    b2.h.record("app.hold", 0.9)
+    b2.fault(1.0, 2.0, "failover")
+    b2.h.record("app.resume", 2.1)
+    w = b2.h.record("app.writable", 2.5)
+    b2.op(2.6, 2.7)
+    assert check_recovery(b2.events()).details["per_fault"][0]["writable_event"] == w.index
+
+
 def test_app1_no_write_in_a_long_window_breaks_in_a_short_one_is_unknown() -> None:
     b = H()
     b.fault(1.0, 2.0)

@@ -41,11 +41,27 @@ class AppRun:
         """Let the workload run."""
         time.sleep(seconds)
 
-    def writable(self) -> None:
+    def writable(self, idle: float = 0.5) -> None:
         """After a fault: the harness's probe marks when the principal accepts writes again; the
-        workload resumes then."""
+        workload resumes ``idle`` seconds later (an application idle across the fault; APP-1 counts
+        from its resumption, APP-4's stale connections are then well past the proxy's close)."""
         probe_writable(self.pair.dsn(connect_timeout=2), self.history)
+        time.sleep(idle)
         self.workload.resume()
+        self.until_recovered()
+
+    def until_recovered(self, margin: float = 0.75) -> None:
+        """Let the workload run until the pool's first acknowledged write after this moment, or
+        until APP-1's bound (the test's, else the pool's) plus ``margin`` has passed - so that the
+        verdict is decided either way - then one more second of steady traffic."""
+        bound = float(self.bounds.get("recovery_s") or self.pool.settings.recovery_s)
+        start = self.history.events()[-1].index
+        deadline = time.monotonic() + bound + margin
+        while time.monotonic() < deadline:
+            if any(e.type == "op.ok" and e.get("f") == "write" for e in self.history.events()[start:]):
+                break
+            time.sleep(0.05)
+        time.sleep(1.0)
 
     def verdicts(self) -> list[Verdict]:
         """Stop the workload, read every key on the principal, judge APP-1…5 and DUR-1."""

@@ -20,7 +20,6 @@ def test_pool_across_a_switchover(app, faults: Faults, check: Check) -> None:
     app.workload.hold()
     faults.switchover()
     app.writable()
-    app.settle(1.5)
     check(app.verdicts())
 
 
@@ -30,7 +29,6 @@ def test_pool_across_a_failover(app, faults: Faults, check: Check) -> None:
     app.workload.hold()
     faults.failover()
     app.writable()
-    app.settle(1.5)
     check(app.verdicts())
 
 
@@ -41,7 +39,6 @@ def test_pool_across_a_partition_of_the_principal(app, faults: Faults, check: Ch
     with faults.partition(app.pair.principal.name, how=how):  # the application keeps running through it
         app.settle(1.5)
     app.writable()
-    app.settle(1.5)
     check(app.verdicts())
 
 
@@ -53,5 +50,4 @@ def test_pool_across_a_restart_of_both_nodes(app, faults: Faults, check: Check) 
     with faults.stop(standby), faults.stop(principal):
         app.settle(0.5)
     app.writable()
-    app.settle(1.5)
     check(app.verdicts())

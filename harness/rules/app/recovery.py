@@ -32,6 +32,21 @@ def _writable_at(events: list[Event], ep: Episode) -> Event | None:
                  and (ep.end is None or e.index > ep.end.index)), None)
 
 
+def _resumed_at(events: list[Event], ref: Event, ep: Episode) -> Event:
+    """``ref``, or - when the application was idle then (``app.hold`` not yet followed by
+    ``app.resume``) - the moment it resumed sending requests: a pool cannot write while the
+    application sends nothing."""
+    last = None
+    for e in events:
+        if e.index > ref.index:
+            break
+        if e.type in ("app.hold", "app.resume"):
+            last = e
+    if last is None or last.type != "app.hold":
+        return ref
+    return next((e for e in events if e.type == "app.resume" and e.index > ref.index and e.t < ep.until), ref)
+
+
 def _combine(results: list[Validity]) -> Validity:
     if False in results:
         return False
@@ -44,7 +59,8 @@ def check_recovery(events: list[Event], *, recovery_s: float | None = None, tole
     """APP-1: after each fault, the pool's first acknowledged write comes within ``recovery_s`` of the
     moment the principal accepts writes again.
 
-    ``recovery_s`` defaults to the pool's own figure (``app.pool`` ``recovery_s``, derived from its
+    The reference is the later of that moment and the application resuming its requests (when it
+    was idle across the fault, ``app.hold``/``app.resume``). ``recovery_s`` defaults to the pool's own figure (``app.pool`` ``recovery_s``, derived from its
     documented settings), else 10 s; ``tolerance_s`` absorbs scheduling noise. An episode whose
     writable moment was not observed, or whose observation window ended before the bound without a
     write, is unknown; a window longer than the bound without a write is a violation."""
@@ -69,6 +85,7 @@ def check_recovery(events: list[Event], *, recovery_s: float | None = None, tole
             results.append(UNKNOWN)
             figures.append(row)
             continue
+        ref = _resumed_at(events, ref, ep)
         row.update(writable_event=ref.index, writable_by=ref.type)
         first = next((w for w in writes if ref.t <= w.done.t < ep.until), None)
         if first is not None:
