@@ -61,9 +61,10 @@ def check_recovery(events: list[Event], *, recovery_s: float | None = None, tole
 
     The reference is the later of that moment and the application resuming its requests (when it
     was idle across the fault, ``app.hold``/``app.resume``). ``recovery_s`` defaults to the pool's
-    own figure (``app.pool`` ``recovery_s``, derived from its documented settings), else 10 s; ``tolerance_s`` absorbs scheduling noise. An episode whose
-    writable moment was not observed, or whose observation window ended before the bound without a
-    write, is unknown; a window longer than the bound without a write is a violation."""
+    own figure (``app.pool`` ``recovery_s``, derived from its documented settings), else 10 s;
+    ``tolerance_s`` absorbs scheduling noise. An episode whose writable moment was not observed, or
+    whose observation window ended before the bound without a write, is unknown; a window longer
+    than the bound without a write is a violation."""
     events = ordered(events)
     settings = pool_settings(events)
     bound = float(recovery_s if recovery_s is not None else settings.get("recovery_s") or DEFAULT_RECOVERY_S)
