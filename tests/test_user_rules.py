@@ -87,7 +87,8 @@ def test_unregistered_user_id_is_a_one_line_error_naming_the_decorator(pytester:
         def test_x(check):
             pass
     ''')
-    result = pytester.runpytest("-p", "no:cacheprovider", "--history-dir", "hist")
+    # a subprocess: an in-process run would drop the checker modules it imported from sys.modules
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--history-dir", "hist")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*unknown rule ID 'NOPE-1'*harness.rules.registry.rule*"])
 
