@@ -26,7 +26,16 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
 
     resolve(args.backend, args.engine)
     check_client_spec(args.client)
-    paths = args.paths or [str(repo_root() / "suites")]
+    profile = getattr(args, "profile", None)
+    if profile and not args.paths:
+        from harness.profiles import get_profile
+
+        suites = get_profile(profile).suites
+        if suites is None:
+            raise ConfigError(f"profile {profile} has no suites")
+        paths = [str(repo_root() / suites)]
+    else:
+        paths = args.paths or [str(repo_root() / "suites")]
     for p in paths:
         target = p.split("::", 1)[0]
         if not Path(target).exists():
@@ -123,7 +132,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def register_into(p: argparse.ArgumentParser) -> None:
     """``run``'s arguments (also read by :func:`split_passthrough`)."""
-    p.add_argument("paths", nargs="*", help="suite folders or files (default: suites/)")
+    p.add_argument("paths", nargs="*", help="suite folders or files (default: suites/, or the profile's)")
+    p.add_argument("--profile", help="run this profile's suites (e.g. app: suites/app) when no path is given")
     add_run_options(p)
     p.add_argument("--pytest-arg", dest="pytest_args", action="append", default=[],
                    help="extra argument passed to pytest as is (repeatable; or just write pytest's options, "
