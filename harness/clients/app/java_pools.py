@@ -20,9 +20,19 @@ SLF4J_JARS = ("/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-nop.jar")
 
 
 def _jar_version(jar: str) -> str:
-    """``2.7.9`` from ``HikariCP.jar -> HikariCP-2.7.9.jar`` (Debian's versioned name), else ``?``."""
-    name = Path(jar).resolve().stem
-    return name.rpartition("-")[2] if "-" in name else "?"
+    """The version a jar's Maven ``pom.properties`` records (``2.7.9``), else ``?``."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(jar) as z:
+            for name in z.namelist():
+                if name.endswith("/pom.properties"):
+                    for line in z.read(name).decode("utf-8", "replace").splitlines():
+                        if line.startswith("version="):
+                            return line.partition("=")[2].strip()
+    except (OSError, zipfile.BadZipFile):
+        pass
+    return "?"
 
 
 class HikariPool:
