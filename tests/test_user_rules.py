@@ -121,3 +121,23 @@ def test_rule_decorator_rejects_a_malformed_id_and_a_taken_one() -> None:
 def test_load_user_rules_names_a_missing_module() -> None:
     with pytest.raises(ConfigError, match="no_such_user_rules"):
         registry.load_user_rules(["no_such_user_rules"])
+
+
+def test_bounds_take_keywords_the_closest_marker_winning(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile('''
+        import pytest
+        from harness.plugin.options import bounds_of
+
+        pytestmark = pytest.mark.bounds(recovery_s=5, failed_requests=3)
+
+        @pytest.mark.bounds(recovery_s=2)
+        def test_closest(request):
+            assert bounds_of(request.node) == {"recovery_s": 2, "failed_requests": 3}
+
+        @pytest.mark.bounds(2)
+        def test_positional(request):
+            bounds_of(request.node)
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--history-dir", "hist")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*bounds takes keyword arguments only*"])

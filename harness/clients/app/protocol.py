@@ -10,8 +10,6 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from harness.history.core import History  # noqa: F401 - documented type of the factories' history
-
 #: SQL of the requests (the key table of DUR-1, created by the workload).
 TABLE = "fh_keys"
 WRITE_SQL = f"INSERT INTO {TABLE} (k, process) VALUES (%s, %s)"
