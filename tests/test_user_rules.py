@@ -141,3 +141,25 @@ def test_bounds_take_keywords_the_closest_marker_winning(pytester: pytest.Pytest
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--history-dir", "hist")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*bounds takes keyword arguments only*"])
+
+
+def test_rules_named_in_the_environment_are_loaded_by_check_and_by_the_plugin(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    (tmp_path / "fh_env_rules.py").write_text(USER_RULES)
+    h = History()
+    h.record("op.ok", process="w", op_id=1, f="write", value=3)
+    save_jsonl(h, tmp_path / "h.jsonl")
+    env = {**os.environ, "FAILOVER_HARNESS_RULES": "fh_env_rules",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    fh = [sys.executable, "-m", "harness.cli"]
+    out = subprocess.run(fh + ["check", str(tmp_path / "h.jsonl"), "--rules", "ORDERS-1"], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert out.returncode == 0 and out.stdout.startswith("ORDERS-1 KEPT"), out.stdout + out.stderr
+    (tmp_path / "test_env_rule.py").write_text(
+        "import pytest\n\n@pytest.mark.rule('ORDERS-1')\ndef test_cited(check):\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path / "test_env_rule.py"), "--history-dir", str(tmp_path / "hist")],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]

@@ -224,6 +224,7 @@ def _load_builtins() -> None:
             return
         profiles.import_modules("checkers")
         _builtins_loaded = True
+    load_user_rules()  # env FAILOVER_HARNESS_RULES and the failover_harness.rules entry points
 
 
 def get(rule_id: str) -> RegisteredRule:
