@@ -67,7 +67,7 @@ class AppRun:
         """Stop the workload, read every key on the principal, judge APP-1…5 and DUR-1."""
         self.workload.stop()
         self.pool.close()
-        final_read(self.pair.principal.dsn(direct=True), self.history)
+        final_read(self.pair.dsn(), self.history)
         events = self.history.events()
         recovery = {k: v for k, v in self.bounds.items() if k == "recovery_s"}
         failed = {k: v for k, v in self.bounds.items() if k == "failed_requests"}
@@ -80,7 +80,7 @@ class AppRun:
 def app(request: pytest.FixtureRequest, pair: Topology, history: History,
         client_factory: Callable[..., Any]) -> Iterator[AppRun]:
     """The pool under test on ``pair`` with its workload running (stopped and closed at teardown)."""
-    ensure_table(pair.principal.dsn(direct=True))
+    ensure_table(pair.dsn())
     creds = pair.engine.credentials
     target = AppTarget(tuple(n.client_address for n in pair.nodes), creds.database, creds.user, creds.password)
     pool = client_factory(target)
