@@ -13,6 +13,7 @@
 #   make mutation - the mutation test of the MIR, PER, ACR, ICM and LPQ checkers (docs/mutation.md); not part of make test
 #   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
 #   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
+#   make matrix-app - the app suites against every registered pool -> docs/matrix-app.md
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -32,8 +33,10 @@ MUTATION_ARGS ?=
 LPQ_CLIENTS ?= libpq,libpq-system,psycopg,psycopg2,asyncpg,pg8000,node-pg,postgres-js,pgjdbc
 # The same drivers against the MIR suites (make matrix-mir; host list = [Server, Failover Partner]).
 MIR_DRIVER_CLIENTS ?= lpq-libpq,lpq-psycopg,lpq-psycopg2,lpq-asyncpg,lpq-postgres-js,lpq-pgjdbc
+# The app matrix columns (make matrix-app): every registered pool but the `reference` alias.
+APP_CLIENTS ?= sqlalchemy-preping,sqlalchemy,psycopg-pool-check,psycopg-pool,asyncpg-pool,node-pg-pool,hikaricp
 
-.PHONY: setup compose-setup test chaos lint bench mutation matrix matrix-mir clean
+.PHONY: setup compose-setup test chaos lint bench mutation matrix matrix-mir matrix-app clean
 
 setup:
 	@bash scripts/setup.sh
@@ -83,6 +86,9 @@ matrix: setup
 
 matrix-mir: setup
 	$(FH) matrix --profile mirroring --clients $(MIR_DRIVER_CLIENTS) --doc docs/matrix-mirroring-drivers.md
+
+matrix-app: setup
+	$(FH) matrix --profile app --clients $(APP_CLIENTS) --doc docs/matrix-app.md
 
 clean:
 	-$(FH) down --all

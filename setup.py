@@ -35,6 +35,7 @@ PACKAGE_DIR = {
 }
 PACKAGE_DATA = {
     "harness.clients.lpq": ["node_helper.js", "java/*.java"],
+    "harness.clients.app": ["node_pool_helper.js"],
     f"{DATA}.compose": ["*.yml", "*.sh", "images/*/*"],
     f"{DATA}.docs": ["rules.md"],
     f"{DATA}.tools": NPM,

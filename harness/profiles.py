@@ -59,6 +59,10 @@ PROFILES: tuple[Profile, ...] = (
             client_protocol="harness.clients.lpq.protocol:HostListAdapter",
             client_modules=("harness.clients.lpq",), checker_modules=("harness.rules.lpq",),
             workload="harness.workload.lpq", suites="suites/lpq"),
+    Profile("app", "Application pools and ORMs", ("APP",), default_client="sqlalchemy-preping",
+            client_protocol="harness.clients.app.protocol:AppPool",
+            client_modules=("harness.clients.app",), checker_modules=("harness.rules.app",),
+            workload="harness.workload.app", suites="suites/app"),
 )
 
 

@@ -49,6 +49,16 @@ def labels(result: dict, name: str) -> list[str]:
     return [lab["value"] for lab in result["labels"] if lab["name"] == name]
 
 
+@pytest.fixture(autouse=True)
+def _no_demo_client_left() -> object:
+    """In-process pytester runs register ``mirroring/demo`` in this process's registry: remove it, so
+    no later test (the nightly plan) sees a client that does not exist."""
+    yield
+    from harness.clients.registry import unregister_client
+
+    unregister_client("mirroring", "demo")
+
+
 def test_options_parse_and_reach_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makeconftest('''
         from harness.clients.registry import register_client

@@ -46,14 +46,15 @@ def test_rule_link_base_can_be_configured(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_rule_titles_table_has_every_family_range() -> None:
     expected = {f"{fam}-{n}" for fam, count in (("MIR", 13), ("PER", 10), ("ACR", 9), ("ICM", 7),
-                                                ("LPQ", 6), ("DUR", 1), ("OBS", 1)) for n in range(1, count + 1)}
+                                                ("LPQ", 6), ("APP", 5), ("DUR", 1), ("OBS", 1))
+                for n in range(1, count + 1)}
     assert set(fa.RULE_TITLES) == expected and all(fa.RULE_TITLES.values())
     assert set(fa.RULE_SEVERITY) <= expected
 
 
 def test_rule_titles_cover_every_rulebook_id() -> None:
-    ids = set(re.findall(r"\*\*((?:MIR|PER|ACR|ICM|LPQ|DUR|OBS)-\d+) ", RULES.read_text()))
-    assert len(ids) == 47
+    ids = set(re.findall(r"\*\*((?:MIR|PER|ACR|ICM|LPQ|APP|DUR|OBS)-\d+) ", RULES.read_text()))
+    assert len(ids) == 52
     assert ids == set(fa.RULE_TITLES)
 
 
@@ -61,6 +62,7 @@ def test_rule_violation_category_regex_matches_what_allure_pytest_writes() -> No
     regex = re.compile(fa.CATEGORIES[0]["messageRegex"])
     assert regex.fullmatch("harness.errors.RuleViolation: MIR-5: expected 1.2 s;\nobserved 3 s")
     assert regex.fullmatch("DUR-1: expected every write")
+    assert regex.fullmatch("ORDERS-12: a user rule's violation")
     assert not regex.fullmatch("AssertionError: assert left == right")
     assert fa.CATEGORIES[-1] == {**fa.CATEGORIES[-1], "name": "Harness errors", "matchedStatuses": ["broken"]}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 FH = [sys.executable, "-m", "harness.cli"]
 
 SUITE = '''
@@ -43,6 +45,21 @@ def test_run_writes_fresh_results_and_returns_pytest_exit_code(tmp_path):
 def test_run_rejects_a_missing_suite_path(tmp_path):
     out = subprocess.run(FH + ["run", str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "no such suite path" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_profile_selects_its_suites_and_refuses_an_unknown_profile():
+    import argparse
+
+    from harness.cli.run_cmds import pytest_args
+    from harness.errors import ConfigError
+
+    args = argparse.Namespace(paths=[], profile="app", backend="local", engine="postgres", client="sqlalchemy",
+                              keep_on_failure=False, jobs="1", select=None, markers=None, pytest_args=[],
+                              results=None)
+    argv = pytest_args(args)
+    assert argv[0].endswith("suites/app") and "--client=sqlalchemy" in argv
+    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+        pytest_args(argparse.Namespace(**{**vars(args), "profile": "nope"}))
 
 
 RECHECK_SUITE = '''

@@ -61,6 +61,7 @@ SYSTEM: tuple[Dependency, ...] = (
     Dependency("Java compiler", "javac", "default-jdk-headless", "pgjdbc clients (the JDBC helper)", ("-version",)),
     Dependency("PostgreSQL JDBC driver", "/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java",
                "pgjdbc clients"),
+    Dependency("HikariCP", "/usr/share/java/HikariCP.jar", "libhikaricp-java", "app client hikaricp"),
     Dependency("Node.js", "node", "nodejs", "node-pg / postgres-js clients", ("--version",)),
     Dependency("npm", "npm", "npm", "installing the Allure command line and the Node drivers", ("--version",)),
     Dependency("C compiler", "gcc", "gcc", "the compiled proxy framing when building from source"),

@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="checker parameter (repeatable); VALUE is parsed as JSON when it can be "
                    "(15, 0.5, true, [1,2]) else taken as text; RULE:KEY=VALUE targets one rule")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON lines instead")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable): a module registering user rules with "
+                   "harness.rules.registry.rule; entry points of group failover_harness.rules and env "
+                   "FAILOVER_HARNESS_RULES are imported too")
     p.set_defaults(func=cmd_check)
 
     t = sub.add_parser("timeline", help="draw a saved history as an SVG timeline")
@@ -131,6 +135,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     overrides them, with a note on stderr."""
     from harness.history.store import read_jsonl
     from harness.rules import registry
+
+    registry.load_user_rules(getattr(args, "plugin", []) or [])
 
     rule_ids = [r.strip().upper() for r in args.rules.split(",") if r.strip()]
     if rule_ids == ["ALL"]:

@@ -99,6 +99,8 @@ def configure_options(config: pytest.Config) -> HarnessOptions:
     """Build the run's :class:`HarnessOptions` (stashed on the config) and register the markers."""
     config.addinivalue_line("markers", "rule(*ids): the RULEBOOK rule IDs a suite test checks")
     config.addinivalue_line("markers", "slow: long-running test (still part of make chaos)")
+    config.addinivalue_line("markers", "bounds(**limits): a test's bounds for its checkers, e.g. "
+                                       "bounds(recovery_s=2, failed_requests=5) (APP-1, APP-2)")
     alluredir = getattr(config.option, "allure_report_dir", None)
     workerinput = getattr(config, "workerinput", None)
     options = HarnessOptions(
@@ -144,6 +146,19 @@ def rule_ids_of(item: pytest.Item) -> list[str]:
             if rid not in ids:
                 ids.append(str(rid))
     return ids
+
+
+def bounds_of(item: pytest.Item) -> dict[str, Any]:
+    """The bounds a test sets with ``@pytest.mark.bounds(recovery_s=2, failed_requests=5)`` (keyword
+    arguments of every such marker, the closest winning), passed to the checkers as parameters and so
+    printed in their verdicts (``details["params"]``, and the expected text)."""
+    out: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers("bounds"))):
+        if mark.args:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.bounds takes keyword arguments only, "
+                                    "e.g. bounds(recovery_s=2, failed_requests=5)")
+        out.update(mark.kwargs)
+    return out
 
 
 def test_failed(request: pytest.FixtureRequest) -> bool:

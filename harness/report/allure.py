@@ -37,6 +37,7 @@ PROFILE_EPICS: dict[str, str] = {
     "ACR": "Automatic client reroute (DB2)",
     "ICM": "Internet Cluster Manager (Domino)",
     "LPQ": "libpq multi-host rules (PostgreSQL drivers)",
+    "APP": "Application pools and ORMs",
     "DUR": "Cross-cutting",
     "OBS": "Cross-cutting",
 }
@@ -47,6 +48,7 @@ FAMILY_FEATURES: dict[str, str] = {
     "ACR": "ACR - automatic client reroute",
     "ICM": "ICM - cluster manager selection",
     "LPQ": "LPQ - libpq multi-host rules",
+    "APP": "APP - application pools",
     "DUR": "DUR - durability",
     "OBS": "OBS - observability",
 }
@@ -98,6 +100,11 @@ RULE_TITLES: dict[str, str] = {
     "LPQ-4": "Session attributes",
     "LPQ-5": "Authentication failure stops",
     "LPQ-6": "Random order",
+    "APP-1": "Recovery bound",
+    "APP-2": "Failed requests per fault",
+    "APP-3": "Only the right node serves",
+    "APP-4": "No stale connection handed out",
+    "APP-5": "Pool size respected",
     "DUR-1": "No acknowledged write lost",
     "OBS-1": "Harness error is not a violation",
 }
@@ -110,6 +117,7 @@ RULE_SEVERITY: dict[str, str] = {
     "PER-1": "critical", "PER-2": "critical", "PER-3": "critical",
     "ACR-2": "critical", "ACR-3": "critical", "ACR-6": "critical",
     "ICM-5": "critical", "ICM-7": "critical",
+    "APP-1": "critical", "APP-3": "critical",
     "OBS-1": "critical",
 }
 SEVERITY_ORDER = ["trivial", "minor", "normal", "critical", "blocker"]
@@ -129,7 +137,7 @@ CATEGORIES: list[dict[str, Any]] = [
                     "whose message starts with the rule ID).",
      "matchedStatuses": ["failed"],
      # allure-pytest prefixes the exception's qualified class name; the rule ID follows it
-     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?(MIR|PER|ACR|ICM|LPQ|DUR|OBS)-\d+[: ].*"},
+     "messageRegex": r"(?s)^(?:[\w.]*RuleViolation: )?[A-Z][A-Z0-9_]{0,15}-\d+[: ].*"},  # built-in and user rule IDs
     {"name": "Other test failures",
      "description": "A failed assertion that does not cite a rule ID.",
      "matchedStatuses": ["failed"]},
@@ -155,13 +163,15 @@ def rule_family(rule_id: str) -> str:
 def validate_rule_ids(rule_ids: Iterable[str]) -> list[str]:
     """Normalise rule IDs (upper case) and reject anything that is not a RULEBOOK ID (ConfigError)."""
     from harness.errors import ConfigError
+    from harness.rules import registry
 
     out = []
     for rid in rule_ids:
         norm = str(rid).strip().upper()
-        if norm not in RULE_TITLES:
+        if norm not in RULE_TITLES and not registry.is_registered(norm):
             raise ConfigError(f"unknown rule ID {rid!r} in @pytest.mark.rule(...); known IDs are those "
-                              f"of RULEBOOK.md, e.g. MIR-5, PER-1, DUR-1")
+                              f"of docs/rules.md (e.g. MIR-5, APP-1, DUR-1) and user rules registered with "
+                              f"harness.rules.registry.rule (in a conftest.py or a module it imports)")
         out.append(norm)
     return out
 
@@ -179,18 +189,21 @@ def labels_for_rules(rule_ids: Iterable[str]) -> dict[str, Any]:
         {"epic": ..., "features": [...], "stories": [...], "tags": [...], "severity": ...,
          "links": [(url, name), ...], "title_suffix": "MIR-5 Retry time schedule"}
     """
+    from harness.rules import registry
+
     ids = [r.upper() for r in rule_ids]
     if not ids:
         return {}
+    titles = {r: RULE_TITLES.get(r) or registry.title_of(r) for r in ids}
     families = list(dict.fromkeys(rule_family(r) for r in ids))
     severity = max((RULE_SEVERITY.get(r, "normal") for r in ids), key=SEVERITY_ORDER.index)
     return {
-        "epic": PROFILE_EPICS.get(families[0], "Cross-cutting"),
+        "epic": PROFILE_EPICS.get(families[0], "User rules" if families[0] not in FAMILY_FEATURES else "Cross-cutting"),
         "features": [FAMILY_FEATURES.get(f, f) for f in families],
-        "stories": [f"{r} {RULE_TITLES[r]}" if r in RULE_TITLES else r for r in ids],
+        "stories": [f"{r} {titles[r]}" if titles[r] else r for r in ids],
         "tags": ids,
         "severity": severity,
-        "links": [(rule_link(r), f"{r} {RULE_TITLES.get(r, '')}".strip()) for r in ids],
+        "links": [(rule_link(r), f"{r} {titles[r] or ''}".strip()) for r in ids],
     }
 
 

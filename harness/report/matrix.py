@@ -80,11 +80,47 @@ def collect_cells(histories_dir: Path, family: str | None = None, *,
     return cells
 
 
+def _scenario_of(test: str) -> str:
+    """``suites/app/test_app_faults.py::test_pool_across_a_switchover`` -> ``switchover``."""
+    name = test.rpartition("::")[2]
+    for prefix in ("test_pool_across_a_", "test_pool_across_", "test_"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    return name.replace("_", " ")
+
+
+def collect_figures(histories_dir: Path) -> dict[str, str]:
+    """Per scenario (the test, e.g. ``switchover``): the figures of its APP-2 and APP-1 verdicts -
+    ``failed/requests`` per fault and the recovery in seconds - as one cell text."""
+    out: dict[str, str] = {}
+    for path in sorted(Path(histories_dir).glob("*.jsonl")):
+        meta, _ = read_jsonl(path)
+        by_rule = {v["rule_id"]: (v.get("details") or {}) for v in meta.get("verdicts", [])}
+        if "APP-1" not in by_rule and "APP-2" not in by_rule:
+            continue
+        failed = by_rule.get("APP-2", {}).get("per_fault") or []
+        recovery = by_rule.get("APP-1", {}).get("per_fault") or []
+        parts = []
+        for i in range(max(len(failed), len(recovery))):
+            f = failed[i] if i < len(failed) else {}
+            r = recovery[i] if i < len(recovery) else {}
+            took = r.get("recovery_s")
+            parts.append(f"{f.get('failed', '?')}/{f.get('requests', '?')} failed · "
+                         + (f"{took:.2f} s" if isinstance(took, int | float) else "recovery ?"))
+        out[_scenario_of(str(meta.get("test", path.stem)))] = "; ".join(parts) or "no fault"
+    return out
+
+
 def build_matrix(profile: str, columns: dict[str, dict[str, dict[str, Any]]], rules: Iterable[str],
-                 drivers: dict[str, str] | None = None) -> dict:
+                 drivers: dict[str, str] | None = None, figures: dict[str, dict[str, str]] | None = None) -> dict:
     """The matrix document: ``{"profile", "rules", "clients": {client: {rule: cell}}, "drivers"}``
-    (``drivers``: each client's driver and version, shown under its name)."""
-    return {"profile": profile, "rules": list(rules), "clients": columns, "drivers": dict(drivers or {})}
+    (``drivers``: each client's driver and version, shown under its name; ``figures``: per client,
+    per scenario, the measured figures shown in a second table)."""
+    doc = {"profile": profile, "rules": list(rules), "clients": columns, "drivers": dict(drivers or {})}
+    if figures:
+        doc["figures"] = figures
+    return doc
 
 
 def _sort_key(rule: str) -> tuple[str, int, str]:
@@ -130,6 +166,16 @@ def render_markdown(matrix: dict, links_from: Path | None = None) -> str:
                 row.append(f"{_link(c, '**' + c['status'] + '**', links_from)}: {text}")
         shown = rule if " · " not in rule else f"&nbsp;&nbsp;↳ {rule.split(' · ', 1)[1]}"
         lines.append(f"| {shown} | " + " | ".join(row) + " |")
+    figures = matrix.get("figures") or {}
+    if figures:
+        scenarios = sorted({s for col in figures.values() for s in col})
+        lines += ["", "## Figures per fault", "",
+                  "Failed requests (failed or outcome unknown / all requests completed in the fault's window, "
+                  "APP-2) and recovery (seconds from the principal accepting writes to the pool's first "
+                  "acknowledged write, APP-1).", "",
+                  "| fault | " + " | ".join(clients) + " |", "|---|" + "---|" * len(clients)]
+        for scenario in scenarios:
+            lines.append(f"| {scenario} | " + " | ".join(figures.get(c, {}).get(scenario, "–") for c in clients) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,20 @@ caller (``--param key=value`` on the command line).
 Checker modules register themselves on import; the modules each profile lists in
 :data:`harness.profiles.PROFILES` are imported the first time the registry is asked (a module that
 cannot be imported is a ConfigError naming it).
+
+**User rules.** A user registers a checker of their own rule ID with the :func:`rule` decorator
+(in a ``conftest.py`` or any module it imports)::
+
+    from harness.rules.registry import rule
+    from harness.rules.verdict import Verdict
+
+    @rule("ORDERS-1", title="Every order written once")
+    def orders_written_once(events, *, max_duplicates: int = 0) -> Verdict: ...
+
+``@pytest.mark.rule("ORDERS-1")`` is then accepted like a built-in ID and its verdicts are reported
+alike. For offline re-checks (``failover-harness check --rules ORDERS-1``) the module is imported
+from an entry point of group :data:`ENTRY_POINT_GROUP` (``failover_harness.rules``), from env
+``FAILOVER_HARNESS_RULES`` (comma-separated module names) or with ``--plugin MODULE``.
 """
 
 from __future__ import annotations
@@ -75,7 +89,11 @@ class RegisteredRule:
         return verdict
 
 
+ENTRY_POINT_GROUP = "failover_harness.rules"
+RULES_ENV = "FAILOVER_HARNESS_RULES"
+
 _rules: dict[str, RegisteredRule] = {}
+_titles: dict[str, str] = {}
 _lock = threading.RLock()
 _builtins_loaded = False
 
@@ -138,10 +156,65 @@ def register(rule_id: str, checker: Checker, params_from_meta: ParamsFromMeta | 
     return entry
 
 
+def rule(rule_id: str, *, title: str | None = None, params_from_meta: ParamsFromMeta | None = None,
+         replace: bool = False) -> Callable[[Checker], Checker]:
+    """Decorator registering a user's checker for ``rule_id`` (``FAMILY-N``, e.g. ``ORDERS-1``), with
+    a short ``title`` for reports (default: the first line of its docstring). Returns the recording
+    checker (its verdicts carry the parameters they were judged with)."""
+    norm = rule_id.strip().upper()
+    family, dash, number = norm.partition("-")
+    if not (dash and family.isalnum() and family[:1].isalpha() and number.isdigit()):
+        raise ConfigError(f"user rule ID {rule_id!r} must look like FAMILY-N (letters/digits, a dash, a number), "
+                          "e.g. ORDERS-1")
+
+    def decorate(checker: Checker) -> Checker:
+        entry = register(norm, checker, params_from_meta, replace=replace)
+        with _lock:
+            _titles[norm] = title or entry.description or norm
+        return entry.checker
+
+    return decorate
+
+
+def title_of(rule_id: str) -> str | None:
+    """The title a user rule was registered with (None for a rule registered without one)."""
+    with _lock:
+        return _titles.get(rule_id.strip().upper())
+
+
+def is_registered(rule_id: str) -> bool:
+    """True when a checker is registered for ``rule_id`` (built-in or user)."""
+    _load_builtins()
+    with _lock:
+        return rule_id.strip().upper() in _rules
+
+
+def load_user_rules(modules: Iterable[str] = ()) -> list[str]:
+    """Import the user's rule modules: ``modules``, those in env ``FAILOVER_HARNESS_RULES`` and the
+    entry points of group ``failover_harness.rules``. A module that cannot be imported is a
+    ConfigError naming it. Returns the module names imported."""
+    import importlib
+    import importlib.metadata
+    import os
+
+    names = [m.strip() for m in modules if m.strip()]
+    names += [m.strip() for m in os.environ.get(RULES_ENV, "").split(",") if m.strip()]
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        names.append(ep.value.partition(":")[0])
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"user rule module {name!r} cannot be imported ({exc}); check --plugin, "
+                              f"{RULES_ENV} or the {ENTRY_POINT_GROUP} entry point") from exc
+    return names
+
+
 def unregister(rule_id: str) -> None:
     """Remove a rule's checker (tests use this to clean up after registering a throw-away rule)."""
     with _lock:
         _rules.pop(rule_id.strip().upper(), None)
+        _titles.pop(rule_id.strip().upper(), None)
 
 
 def _load_builtins() -> None:
@@ -151,6 +224,7 @@ def _load_builtins() -> None:
             return
         profiles.import_modules("checkers")
         _builtins_loaded = True
+    load_user_rules()  # env FAILOVER_HARNESS_RULES and the failover_harness.rules entry points
 
 
 def get(rule_id: str) -> RegisteredRule:

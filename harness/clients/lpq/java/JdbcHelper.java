@@ -11,6 +11,7 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class JdbcHelper {
     private static final Map<Long, Connection> CONNS = new ConcurrentHashMap<>();
     private static final Map<Long, Statement> RUNNING = new ConcurrentHashMap<>();
+    private static final Map<Long, javax.sql.DataSource> SOURCES = new ConcurrentHashMap<>();
     private static final AtomicLong NEXT = new AtomicLong(1);
     private static final PrintStream OUT = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
 
@@ -57,6 +58,41 @@ public final class JdbcHelper {
         return c;
     }
 
+    private static void set(Object target, String name, Object value) throws Exception {
+        for (java.lang.reflect.Method m : target.getClass().getMethods()) {
+            if (!m.getName().equals("set" + name) || m.getParameterCount() != 1) continue;
+            Class<?> t = m.getParameterTypes()[0];
+            Object v = value;
+            if (value instanceof Number) {
+                Number n = (Number) value;
+                if (t == int.class || t == Integer.class) v = n.intValue();
+                else if (t == long.class || t == Long.class) v = n.longValue();
+                else if (t == String.class) v = String.valueOf(value);
+            } else if (t == boolean.class || t == Boolean.class) v = Boolean.valueOf(String.valueOf(value));
+            m.invoke(target, v);
+            return;
+        }
+        throw new IllegalArgumentException("no setter set" + name + " on " + target.getClass().getName());
+    }
+
+    // host:port of the connection's own end of its socket (pgjdbc: through its PGStream), or null
+    private static String localAddress(Connection c) {
+        try {
+            Object base = c.unwrap(Class.forName("org.postgresql.core.BaseConnection"));
+            Object qe = base.getClass().getMethod("getQueryExecutor").invoke(base);
+            for (Class<?> k = qe.getClass(); k != null; k = k.getSuperclass()) {
+                try {
+                    java.lang.reflect.Field f = k.getDeclaredField("pgStream");
+                    f.setAccessible(true);
+                    Object stream = f.get(qe);
+                    java.net.Socket sock = (java.net.Socket) stream.getClass().getMethod("getSocket").invoke(stream);
+                    return sock.getLocalAddress().getHostAddress() + ":" + sock.getLocalPort();
+                } catch (NoSuchFieldException e) { /* superclass */ }
+            }
+        } catch (Throwable e) { /* not pgjdbc, or its internals moved */ }
+        return null;
+    }
+
     private static void handle(Map<String, Object> req, Map<String, Object> out) throws Exception {
         String op = String.valueOf(req.get("op"));
         switch (op) {
@@ -74,7 +110,36 @@ public final class JdbcHelper {
                 }
                 break;
             }
+            case "datasource_open": {
+                // a pooling DataSource (e.g. com.zaxxer.hikari.HikariDataSource) configured through its setters:
+                // "setters": {"JdbcUrl": "...", "MaximumPoolSize": 4} calls setJdbcUrl(...), setMaximumPoolSize(4)
+                Object ds = Class.forName(String.valueOf(req.get("class"))).getDeclaredConstructor().newInstance();
+                Object setters = req.get("setters");
+                if (setters instanceof Map) for (Map.Entry<?, ?> e : ((Map<?, ?>) setters).entrySet()) set(ds, String.valueOf(e.getKey()), e.getValue());
+                long id = NEXT.getAndIncrement();
+                SOURCES.put(id, (javax.sql.DataSource) ds);
+                out.put("datasource", id);
+                Package p = ds.getClass().getPackage();
+                out.put("version", p == null ? null : p.getImplementationVersion());
+                break;
+            }
+            case "datasource_close": {
+                javax.sql.DataSource ds = SOURCES.remove(((Number) req.get("datasource")).longValue());
+                if (ds instanceof AutoCloseable) ((AutoCloseable) ds).close();
+                break;
+            }
+            case "local_address": out.put("address", localAddress(conn(req))); break;
             case "open": {
+                if (req.get("datasource") instanceof Number) {  // a connection from a pooling DataSource
+                    javax.sql.DataSource ds = SOURCES.get(((Number) req.get("datasource")).longValue());
+                    if (ds == null) throw new SQLException("no datasource " + req.get("datasource"), "08003");
+                    Connection c = ds.getConnection();
+                    long id = NEXT.getAndIncrement();
+                    CONNS.put(id, c);
+                    out.put("conn", id);
+                    out.put("address", localAddress(c));
+                    break;
+                }
                 Properties props = new Properties();
                 Object given = req.get("properties");
                 if (given instanceof Map) for (Map.Entry<?, ?> e : ((Map<?, ?>) given).entrySet())
