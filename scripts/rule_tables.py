@@ -37,11 +37,27 @@ class SuiteTest:
         return f"{Path(self.path).name}::{self.name}"
 
 
-def _marker_rules(fn: ast.FunctionDef) -> tuple[str, ...]:
+def _constants(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level names bound to a tuple or list of strings (``RULES = ("APP-1", …)``)."""
+    out: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple | ast.List):
+            values = [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    out[target.id] = values
+    return out
+
+
+def _marker_rules(fn: ast.FunctionDef, constants: dict[str, list[str]]) -> tuple[str, ...]:
     rules: list[str] = []
     for dec in fn.decorator_list:
         if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "rule":
-            rules += [a.value for a in dec.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            for a in dec.args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                    rules.append(a.value)
+                elif isinstance(a, ast.Starred) and isinstance(a.value, ast.Name):
+                    rules += constants.get(a.value.id, [])
     return tuple(rules)
 
 
@@ -50,9 +66,10 @@ def suite_tests(root: Path = ROOT) -> list[SuiteTest]:
     out = []
     for path in sorted((root / "suites").rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = _constants(tree)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                out.append(SuiteTest(str(path.relative_to(root)), node.name, _marker_rules(node)))
+                out.append(SuiteTest(str(path.relative_to(root)), node.name, _marker_rules(node, constants)))
     return out
 
 
