@@ -57,7 +57,7 @@ def test_run_profile_selects_its_suites_and_refuses_an_unknown_profile():
                               keep_on_failure=False, jobs="1", select=None, markers=None, pytest_args=[],
                               results=None)
     argv = pytest_args(args)
-    assert argv[0].endswith("suites/app") and "--client=sqlalchemy" in argv
+    assert argv[0].endswith("suites/app") and "--fh-client=sqlalchemy" in argv
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         pytest_args(argparse.Namespace(**{**vars(args), "profile": "nope"}))
 
