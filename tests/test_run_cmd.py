@@ -58,7 +58,7 @@ def test_run_profile_selects_its_suites_and_refuses_an_unknown_profile():
                               results=None)
     argv = pytest_args(args)
     assert argv[0].endswith("suites/app") and "--fh-client=sqlalchemy" in argv
-    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+    with pytest.raises(ConfigError, match="no shipped suites for profile 'nope'"):
         pytest_args(argparse.Namespace(**{**vars(args), "profile": "nope"}))
 
 
