@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.history.store import read_jsonl
-from harness.paths import repo_root
+from tests.support.checkout import repo_root
 
 FH = [sys.executable, "-m", "harness.cli"]
 SUITE = str(repo_root() / "suites" / "app" / "test_app_faults.py")
