@@ -420,14 +420,25 @@ class ComposeTopology(LocalTopology):
 
     def _halt(self, name: str, mode: str) -> None:
         """Signal the container's server (fast SIGINT / immediate SIGQUIT / smart SIGTERM) and wait for
-        the container to exit (killed after 60 s)."""
+        the container to exit (killed after 60 s).
+
+        As local (:func:`harness.topology.postgres.stop_server`), the stop signal goes to the server's
+        host PID right after the SIGCONT that wakes a paused server, not through the engine's API: a
+        ``docker kill`` round trip (tens of ms under load) after the SIGCONT let a paused postmaster
+        serve the login it had pending to completion before it heard of the shutdown, so no attempt
+        was pending at the shutdown any more (MIR-13 *unknown*, docs/compose.md). ``docker kill`` is
+        the fallback when that PID is gone."""
         import docker
 
         s = self._node_state(name)
-        signal_group(s.pid or 0, signal.SIGCONT)  # a paused server cannot shut down
         container = self._container(name)
-        with contextlib.suppress(docker.errors.APIError):  # it may have exited already
-            container.kill(signal=STOP_SIGNALS[mode])
+        sig = getattr(signal, STOP_SIGNALS[mode])
+        signal_group(s.pid or 0, signal.SIGCONT)  # a paused server cannot shut down
+        if s.pid and pid_alive(s.pid):
+            signal_pid(s.pid, sig)
+        else:
+            with contextlib.suppress(docker.errors.APIError):  # it may have exited already
+                container.kill(signal=STOP_SIGNALS[mode])
         try:
             container.wait(timeout=60)
         except Exception as exc:  # noqa: BLE001 - requests' timeout types vary
