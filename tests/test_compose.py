@@ -79,8 +79,9 @@ def test_compose_backend_refuses_what_it_cannot_run_in_one_line() -> None:
     with pytest.raises(ConfigError) as err:
         resolve("compose", "mariadb")
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="groups of 3"):
+    with pytest.raises(ConfigError, match="groups of three") as err:
         get_backend("compose").build(get_engine("postgres"), 4)
+    assert "\n" not in str(err.value) and "add-node" in str(err.value)
 
 
 def test_no_docker_engine_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

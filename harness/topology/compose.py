@@ -32,6 +32,7 @@ from harness.errors import ConfigError, TopologyError
 from harness.paths import harness_home, repo_root, runs_dir
 from harness.ports import allocate_port
 from harness.secrets import write_private_file
+from harness.topology.capabilities import engine_refusal, refusal
 from harness.topology.compose_events import ContainerLogEvents
 from harness.topology.compose_setup import compose_version
 from harness.topology.dockerd import docker_client, engine_answers
@@ -119,9 +120,9 @@ class ComposeBackend:
         """A one-line ConfigError naming the fix when the engine is not PostgreSQL, or no Docker engine
         answers (none was started: ``make compose-setup`` starts one), or Compose v2 is missing; a
         MissingDependencyError when an image is missing."""
-        if engine.name != "postgres":
-            raise ConfigError(f"backend 'compose' runs PostgreSQL only, not engine {engine.name!r}; "
-                              "use --engine postgres")
+        why = engine_refusal(self.name, engine.name)
+        if why is not None:
+            raise ConfigError(f"backend 'compose', engine {engine.name!r}: {why}")
         if not engine_answers():
             raise ConfigError("backend 'compose': no Docker engine answers here; run "
                               "'make compose-setup' (starts one), or use --backend local")
@@ -143,10 +144,10 @@ class ComposeBackend:
                                   "links": links, "detached": detached, "progress": progress, "engine": engine}
         if nodes == 2:
             return ComposePair(**kwargs)
-        if nodes == 3:
-            return ComposeGroup(nodes=nodes, **kwargs)
-        raise ConfigError(f"backend 'compose' has pairs and groups of 3 ({', '.join(COMPOSE_FILES)}), not {nodes} "
-                          "nodes; use --backend local")
+        if isinstance(nodes, int) and nodes > 3:
+            raise ConfigError(f"backend 'compose', {nodes} nodes: {refusal(self.name, 'group of N > 3')}, "
+                              "or use --backend local")
+        return ComposeGroup(nodes=nodes, **kwargs)
 
 
 class ComposeTopology(LocalTopology):
@@ -155,8 +156,7 @@ class ComposeTopology(LocalTopology):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not (self._links_spec in ("proxy", "direct") or self._links_spec is None):
-            raise ConfigError("backend 'compose' brings its own fault proxy (the Toxiproxy container); pass "
-                              "links='proxy' or 'direct', not a Links object")
+            raise ConfigError(f"backend 'compose': {refusal('compose', 'links object')}, not a Links object")
         self._docker: Any = None
         self._compose: Any = None
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import InvalidOperation, UnknownNodeError
 from harness.ports import allocate_port, hand_over, holder, release_port
+from harness.topology.capabilities import refusal
 from harness.topology.process import signal_group
 from harness.topology.run import release_shared_memory, save_state
 from harness.topology.state import KILLED, PAUSED, PRINCIPAL, RUNNING, STANDBY, NodeState, RunState
@@ -46,14 +47,11 @@ def next_name(state: RunState) -> str:
 
 def unsupported(state: RunState, op: str) -> str | None:
     """Why run ``state`` cannot ``op`` (``add-node`` / ``remove-node``) at all, with what to do
-    instead; None on the local backend. A compose run's nodes are the fixed services of its compose
-    file: its node count is chosen at ``up``."""
-    if state.backend == "local":
+    instead; None where its backend can (the capability table, :mod:`harness.topology.capabilities`)."""
+    why = refusal(state.backend, op.replace("-", "_"))
+    if why is None:
         return None
-    return (f"{op} runs on the local backend only, not on the {state.backend!r} backend of run {state.run}: "
-            f"start a local run to add or remove nodes ('failover-harness up --backend local --topology "
-            f"{state.topology}'), or choose the node count at 'up --backend {state.backend}' "
-            "(--topology pg-pair or pg-group3)")
+    return f"{op} runs on the local backend only, not on the {state.backend!r} backend of run {state.run}: {why}"
 
 
 def _local_only(state: RunState, op: str) -> None:
