@@ -18,11 +18,6 @@ YES = None
 
 _MARIADB_ON_COMPOSE = ("no MariaDB compose topology: the compose files, entrypoint and stand-in image are "
                        "PostgreSQL 15's; run MariaDB with --backend local")
-_FIXED_SERVICES = ("a compose run's nodes are the fixed services of its compose file: start a local run to add or "
-                   "remove nodes ('up --backend local'), or choose the node count at 'up' (--topology pg-pair or "
-                   "pg-group3)")
-
-
 @dataclass(frozen=True)
 class Capability:
     """One operation (``name``: the API / CLI name, ``kind``: topology, role, membership, fault,
@@ -65,9 +60,8 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("resume", "server", "SIGCONT a paused server"),
     # membership (PER-1 node add / remove, PER-9 / PER-10)
     Capability("add_node", "membership", "a new standby cloned from the principal, streaming behind its own "
-                                         "fault proxies", compose=_FIXED_SERVICES),
-    Capability("remove_node", "membership", "a read-only node removed (coordinators told first)",
-               compose=_FIXED_SERVICES),
+                                         "fault proxies (compose: a container of compose/pg-standby.yml)"),
+    Capability("remove_node", "membership", "a read-only node removed (coordinators told first)"),
     # faults through the fault proxy (Toxiproxy API: embedded / spawned locally, the container on compose)
     Capability("partition", "fault", "blackhole, refuse (listener off; refused connects captured) or reset"),
     Capability("cut_replication", "fault", "a standby's replication proxy disabled"),

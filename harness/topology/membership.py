@@ -1,11 +1,14 @@
 """Node add and node remove on a running local topology (PolarProxy's "node add/remove" maintenance,
 RULEBOOK PER-1: 100 % of persistent connections kept; PER-9 for the removal of a read-only node).
 
-* :func:`add_node`: a new standby ``n<k>`` (the next free number) cloned from the principal with
-  ``pg_basebackup`` (the engine's ``reclone``), given its own port and fault proxies, started and
-  streaming before it returns. Hot standby when the run's standbys are (``mirror_readable``).
-* :func:`remove_node`: a standby stopped (fast), its fault proxies deleted, its port released, its
-  folder deleted and the node dropped from the run state (``status`` no longer lists it). The
+* :func:`add_node`: a new standby ``n<k>`` (the next free number) given its own port and fault
+  proxies, cloned from the principal (the backend's ``_provision_standby``: locally ``pg_basebackup``,
+  the engine's ``reclone``; on compose a new container that clones through its replication proxy),
+  started and streaming before it returns. Hot standby when the run's standbys are
+  (``mirror_readable``).
+* :func:`remove_node`: a standby stopped (fast), its container removed (compose), its fault proxies
+  deleted, its port released, its folder deleted and the node dropped from the run state
+  (``status`` no longer lists it). The
   principal's published partner (MIR-9) is re-read when it was that node.
 
 :func:`removal_problem` says why a node may not be removed (unknown, the principal, the last standby,
@@ -51,7 +54,7 @@ def unsupported(state: RunState, op: str) -> str | None:
     why = refusal(state.backend, op.replace("-", "_"))
     if why is None:
         return None
-    return f"{op} runs on the local backend only, not on the {state.backend!r} backend of run {state.run}: {why}"
+    return f"{op} on the {state.backend!r} backend (run {state.run}): {why}"
 
 
 def _local_only(state: RunState, op: str) -> None:
@@ -109,14 +112,12 @@ def add_node(topo: LocalTopology) -> str:
     try:
         folder.mkdir(mode=0o755)
         topo.run_as.chown(folder)
-        p = topo._node_state(principal.name)
-        topo.engine.reclone(Path(node.datadir), topo.socket_dir(principal.name), p.port, topo.run_as)
-        topo._make_standby(name)
         node_added = getattr(topo.links, "node_added", None)
-        if node_added is not None:
+        if node_added is not None:  # its proxies first: a container clones through its replication proxy
             node_added(state, name)
         node.client_host, node.client_port = topo.links.client_address(state, name)
         save_state(topo.path, state)
+        topo._provision_standby(name, principal.name)
         topo._start_locked(name, wait=True)
     except BaseException:
         with contextlib.suppress(Exception):
@@ -161,6 +162,8 @@ def _forget(topo: LocalTopology, name: str, killed: bool = False) -> None:
     if s.pid:  # a half-added node that did start
         with contextlib.suppress(Exception):
             topo._stop_server(name, "immediate")
+    with contextlib.suppress(Exception):  # a container's: removed (nothing on local)
+        topo._discard(name)
     node_removed = getattr(topo.links, "node_removed", None)
     if node_removed is not None:
         with contextlib.suppress(Exception):  # the node goes even when its proxies are gone already
