@@ -1,4 +1,4 @@
-"""Node add and node remove on a running local topology (PolarProxy's "node add/remove" maintenance,
+"""Node add and node remove on a running topology, local or compose (PolarProxy's "node add/remove" maintenance,
 RULEBOOK PER-1: 100 % of persistent connections kept; PER-9 for the removal of a read-only node).
 
 * :func:`add_node`: a new standby ``n<k>`` (the next free number) given its own port and fault
@@ -57,7 +57,7 @@ def unsupported(state: RunState, op: str) -> str | None:
     return f"{op} on the {state.backend!r} backend (run {state.run}): {why}"
 
 
-def _local_only(state: RunState, op: str) -> None:
+def _refuse_unsupported(state: RunState, op: str) -> None:
     problem = unsupported(state, op)
     if problem is not None:
         raise InvalidOperation(problem)
@@ -95,7 +95,7 @@ def add_node(topo: LocalTopology) -> str:
     """Add a standby cloned from the principal, started and streaming (PER-1 "node add"); returns its
     name. Records ``node.add`` (with ``node``, ``port``, ``seconds``) besides ``node.start``."""
     state = topo._state
-    _local_only(state, "add-node")
+    _refuse_unsupported(state, "add-node")
     principal = next(n for n in state.nodes if n.role == PRINCIPAL)
     topo._require(principal.name, RUNNING)
     t0 = time.monotonic()
@@ -133,7 +133,7 @@ def remove_node(topo: LocalTopology, name: str) -> str:
     remove"); refused with the reason of :func:`removal_problem`. Records ``node.stop`` and
     ``node.remove``."""
     state = topo._state
-    _local_only(state, "remove-node")
+    _refuse_unsupported(state, "remove-node")
     problem = removal_problem(state, name)
     if problem is not None:
         raise InvalidOperation(problem)
