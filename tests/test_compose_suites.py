@@ -49,7 +49,8 @@ def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str,
     """Run ``suites`` on compose and compare every test's outcome and verdicts with ``local``'s (re-runs
     of a differing test on both backends); nothing of the harness's may be left on the engine."""
     compose = run_suites("compose", None, tmp_path / "compose", suites, env=home)
-    assert harness_containers(home=home["FAILOVER_HARNESS_HOME"]) == []  # every test's containers are gone
+    left = harness_containers(home=home["FAILOVER_HARNESS_HOME"])
+    assert left == [], f"containers left by the compose run: {left}; its output:\n{compose.output}"  # every test's
     env = environment(compose.reports)
     assert "backend=compose" in env.splitlines() and "Toxiproxy container" in env, env
     skipped = _skipped(tmp_path / "compose" / "junit.xml")
