@@ -79,8 +79,9 @@ def test_compose_backend_refuses_what_it_cannot_run_in_one_line() -> None:
     with pytest.raises(ConfigError) as err:
         resolve("compose", "mariadb")
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="groups of 3"):
+    with pytest.raises(ConfigError, match="groups of three") as err:
         get_backend("compose").build(get_engine("postgres"), 4)
+    assert "\n" not in str(err.value) and "add-node" in str(err.value)
 
 
 def test_no_docker_engine_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,3 +226,43 @@ def test_cli_up_write_switchover_write_down(isolated_home: dict[str, str]) -> No
         down = _fh(env, "down", "--run", run)
     assert down.returncode == 0, down.stderr
     assert _harness_resources(env["FAILOVER_HARNESS_HOME"]) == []
+
+
+def test_node_add_and_remove_on_containers(isolated_home: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node add on compose (PER-1's node add): a new container ``fh-<run>-n4`` (compose/pg-standby.yml,
+    labelled with the run) cloned through its own replication proxy, streaming, and reachable at its
+    own client proxy; the log-derived connection events name it. Node remove (PER-9): its container
+    and proxies gone, the node dropped from the run; after ``down`` nothing of the run is left."""
+    from harness.faults import Faults
+
+    monkeypatch.setenv("FAILOVER_HARNESS_HOME", isolated_home["FAILOVER_HARNESS_HOME"])
+    history = History()
+    group = get_backend("compose").build(get_engine("postgres"), 3, mirror_readable=True, history=history)
+    with group:
+        run = group.run_id
+        faults = Faults(group, history)
+        assert faults.add_node().result.node == "n4"
+        n4 = group.node("n4")
+        assert n4.role == "standby" and n4.state == "running"
+        assert f"{project_name(run)}-n4" in harness_containers(run=run)
+        with psycopg.connect(group.principal.dsn(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute("CREATE TABLE k4 (v int)")
+            conn.execute("INSERT INTO k4 VALUES (4)")
+            lsn = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+        with psycopg.connect(n4.dsn(), autocommit=True, connect_timeout=10) as conn:  # through its client proxy
+            for _ in range(200):
+                if conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]:
+                    break
+                conn.execute("SELECT pg_sleep(0.02)")
+            assert conn.execute("SELECT v, inet_server_port(), pg_is_in_recovery() FROM k4").fetchone() == (
+                4, n4.server_address[1], True)
+        events = history.events()
+        assert any(e.type == "node.add" and e.get("node") == "n4" for e in events)
+        assert {"n4", "n4:replication"} <= {e.get("node") for e in events if e.type == "conn.accepted"}
+        proxies = group.links.proxy_names()
+        faults.remove_node("n4")
+        assert [n.name for n in group.nodes] == ["n1", "n2", "n3"]
+        assert f"{project_name(run)}-n4" not in harness_containers(run=run)
+        assert not {p for p in group.links.client.proxies() if p.endswith("-n4")}, proxies
+        assert any(e.type == "node.remove" and e.get("node") == "n4" for e in history.events())
+    assert harness_containers(run=run) == []

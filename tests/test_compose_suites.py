@@ -1,12 +1,19 @@
-"""Same suites, same verdicts: the DUR and MIR suites run on the Compose backend (containers behind
-the real Toxiproxy in its container) and on local processes (the session's ``local_suite_run``, which
-the real-Toxiproxy comparison reads too), and every test that runs on both ends with the same outcome
-and the same verdict per rule. A test marked ``not_on("compose")`` is reported as skipped there with
-its reason (docs/compose.md lists them). A test whose verdicts differ is run up to twice more on both
-backends; the difference counts only when no result of one ever agrees with one of the other
-(``tests/support/suite_runs.py``; ``unknown`` agrees with either).
+"""Same suites, same verdicts: every suite of ``make chaos`` (PostgreSQL) runs on the Compose backend
+(containers behind the real Toxiproxy in its container) and on local processes, and every test that
+runs on both ends with the same outcome and the same verdict per rule - in two parts:
 
-``make test`` runs this in its second pass (after ``failover-harness compose-setup``)."""
+* DUR + MIR against the session's ``local_suite_run``, which the real-Toxiproxy comparison reads too
+  (one local run for both comparisons);
+* ACR, ICM, LPQ and PER against a local run of their own.
+
+A test marked ``not_on("compose")`` is reported as skipped there with its reason (docs/compose.md
+lists them). A test whose verdicts differ is run up to twice more on both backends; the difference
+counts only when no result of one ever agrees with one of the other (``tests/support/suite_runs.py``;
+``unknown`` agrees with either). MariaDB does not run on compose (docs/compose.md's capability
+table): ``make chaos``'s MariaDB suites have nothing to compare with.
+
+``make test`` runs this in its second pass (after ``failover-harness compose-setup``); what it costs
+is in docs/compose.md ("In make test")."""
 
 from __future__ import annotations
 
@@ -17,7 +24,10 @@ from pathlib import Path
 import pytest
 
 from harness.topology.containers import harness_containers
-from tests.support.suite_runs import SuiteRun, compare_with_reruns, differences, environment, run_suites
+from tests.support.suite_runs import REPO, SUITES, SuiteRun, compare_with_reruns, differences, environment, run_suites
+
+#: The suites of the second part (every suite folder of ``make chaos`` but DUR and MIR).
+OTHER_SUITES = ["suites/acr", "suites/icm", "suites/lpq", "suites/persistent"]
 
 
 def _skipped(junit: Path) -> dict[str, str]:
@@ -29,32 +39,60 @@ def _skipped(junit: Path) -> dict[str, str]:
     return skipped
 
 
-@pytest.mark.timeout(2400)  # one suite run on compose (and the local one, if not run yet), and re-runs
-def test_dur_and_mir_suites_give_the_same_verdicts_on_compose_and_local(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str],
-        local_suite_run: SuiteRun) -> None:
-    home = {"FAILOVER_HARNESS_HOME": isolated_home["FAILOVER_HARNESS_HOME"],
+def _home(isolated_home: dict[str, str]) -> dict[str, str]:
+    return {"FAILOVER_HARNESS_HOME": isolated_home["FAILOVER_HARNESS_HOME"],
             "FAILOVER_HARNESS_TEMPLATES": isolated_home["FAILOVER_HARNESS_TEMPLATES"]}
-    compose = run_suites("compose", None, tmp_path / "compose", env=home)
-    assert harness_containers(home=home["FAILOVER_HARNESS_HOME"]) == []  # every test's containers are gone
-    local = local_suite_run.verdicts
+
+
+def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str, str],
+             capsys: pytest.CaptureFixture[str], at_least: int) -> None:
+    """Run ``suites`` on compose and compare every test's outcome and verdicts with ``local``'s (re-runs
+    of a differing test on both backends); nothing of the harness's may be left on the engine."""
+    compose = run_suites("compose", None, tmp_path / "compose", suites, env=home)
+    left = harness_containers(home=home["FAILOVER_HARNESS_HOME"])
+    assert left == [], f"containers left by the compose run: {left}; its output:\n{compose.output}"  # every test's
     env = environment(compose.reports)
     assert "backend=compose" in env.splitlines() and "Toxiproxy container" in env, env
     skipped = _skipped(tmp_path / "compose" / "junit.xml")
     assert all("not on backend compose:" in why for why in skipped.values()), skipped
-    diff = differences(local, compose.verdicts)
+    diff = differences(local.verdicts, compose.verdicts)
     only_local = {t for t in diff if t not in compose.verdicts}
-    assert only_local == {t for t in local if t.split("::")[-1] in skipped}, (only_local, skipped)
-    both = {t: v for t, v in local.items() if t not in only_local}
+    assert only_local == {t for t in local.verdicts if t.split("::")[-1] in skipped}, (only_local, skipped)
+    both = {t: v for t, v in local.verdicts.items() if t not in only_local}
     remaining, flaky, differed = compare_with_reruns(
         both, compose.verdicts,
         lambda ids, k: run_suites("embedded", None, tmp_path / f"local-again-{k}", ids, env=home).verdicts,
         lambda ids, k: run_suites("compose", None, tmp_path / f"compose-again-{k}", ids, env=home).verdicts)
     unknown = sorted(t for t, (_, vs) in compose.verdicts.items() if any(v == "unknown" for _, v in vs))
     with capsys.disabled():
-        print(f"\n[compose] {len(compose.verdicts)} suite tests: local {local_suite_run.seconds:.1f} s, "
-              f"compose {compose.seconds:.1f} s; skipped on compose {len(skipped)}; differences {differed}, "
-              f"of which flakes of the machine (alike on a re-run) {len(flaky)}: {', '.join(flaky) or '-'}; "
-              f"with an unknown verdict on compose {len(unknown)}: {', '.join(unknown) or '-'}")
+        print(f"\n[compose {' '.join(s.split('/')[-1] for s in suites)}] {len(compose.verdicts)} suite tests: "
+              f"local {local.seconds:.1f} s, compose {compose.seconds:.1f} s; skipped on compose {len(skipped)}; "
+              f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
+              f"{', '.join(flaky) or '-'}; with an unknown verdict on compose {len(unknown)}: "
+              f"{', '.join(unknown) or '-'}")
     assert not remaining, "verdicts differ between local and compose: " + json.dumps(remaining, indent=1, default=str)
-    assert len(compose.verdicts) >= 16 and sum(bool(v) for _, v in compose.verdicts.values()) >= 16  # not vacuous
+    judged = sum(bool(v) for _, v in compose.verdicts.values())
+    assert len(compose.verdicts) >= at_least and judged >= at_least, (len(compose.verdicts), judged)  # not vacuous
+
+
+def test_the_two_parts_cover_every_suite_of_make_chaos() -> None:
+    """A suite folder added later is compared too (or this fails): DUR + MIR and the rest together are
+    every folder of suites/."""
+    folders = sorted(f"suites/{p.name}" for p in (REPO / "suites").iterdir() if p.is_dir() and
+                     any(p.glob("test_*.py")))
+    assert sorted(SUITES + OTHER_SUITES) == folders
+
+
+@pytest.mark.timeout(2400)  # one suite run on compose (and the local one, if not run yet), and re-runs
+def test_dur_and_mir_suites_give_the_same_verdicts_on_compose_and_local(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str],
+        local_suite_run: SuiteRun) -> None:
+    _compare(SUITES, local_suite_run, tmp_path, _home(isolated_home), capsys, at_least=16)
+
+
+@pytest.mark.timeout(2400)  # the suites on local, then on compose, and re-runs
+def test_acr_icm_lpq_and_per_suites_give_the_same_verdicts_on_compose_and_local(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str]) -> None:
+    home = _home(isolated_home)
+    local = run_suites("embedded", None, tmp_path / "local", OTHER_SUITES, env=home)
+    _compare(OTHER_SUITES, local, tmp_path, home, capsys, at_least=30)

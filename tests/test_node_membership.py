@@ -314,13 +314,14 @@ def test_cli_remove_node_bad_inputs_are_one_line(run: str) -> None:
     assert [n["state"] for n in _json("status", "--run", run)["nodes"]] == ["running", "running"]
 
 
-def test_compose_run_refuses_node_add_and_remove_in_one_line(isolated_home: dict[str, str],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """A compose run cannot add or remove nodes (its nodes are the fixed services of its compose file):
-    ``fault add-node`` / ``fault remove-node n2`` are bad input - one line, exit 2, naming the backend
-    and what to do instead - not a harness error; ``Faults`` refuses alike (ConfigError) and nothing
-    is recorded. The run is the state ``up --backend compose`` writes (``_new_state``): no Docker
-    engine answers here, and none is needed, since nothing may start."""
+def test_compose_run_without_the_fault_proxy_refuses_node_add_in_one_line(isolated_home: dict[str, str],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compose run adds nodes (tests/test_compose.py), but a new container clones and streams through
+    its replication proxy: a run started without the fault proxy (``--no-proxy``) refuses ``fault
+    add-node`` as bad input - one line, exit 2, naming what to do - not a harness error; ``Faults``
+    refuses alike (ConfigError) and nothing is recorded; removing its principal is refused as on
+    local. The run is the state ``up --backend compose`` writes (``_new_state``): no Docker engine
+    answers here, and none is needed, since nothing may start."""
     from harness.errors import ConfigError
     from harness.faults import Faults
     from harness.paths import runs_dir
@@ -329,21 +330,20 @@ def test_compose_run_refuses_node_add_and_remove_in_one_line(isolated_home: dict
     from harness.topology.run import new_run_id, save_state
 
     monkeypatch.setenv("FAILOVER_HARNESS_HOME", isolated_home["FAILOVER_HARNESS_HOME"])
-    compose = ComposeGroup(nodes=3)
+    compose = ComposeGroup(nodes=3, links="direct")
     compose.run_id = new_run_id()
     compose.path = runs_dir() / compose.run_id
     compose.path.mkdir()
     save_state(compose.path, compose._new_state({"postgres": "postgres:15", "toxiproxy": "toxiproxy:2.12.0"}))
     env = {"FAILOVER_HARNESS_HOME": isolated_home["FAILOVER_HARNESS_HOME"]}
-    for action in (["add-node"], ["remove-node", "n2"]):
-        out = _run("fault", "--run", compose.run_id, *action, env=env)
-        _one_line_error(out, f"{action[0]} runs on the local backend only, not on the 'compose' backend",
-                        "up --backend local", "--topology pg-pair or pg-group3")
+    _one_line_error(_run("fault", "--run", compose.run_id, "add-node", env=env),
+                    f"add-node on compose run {compose.run_id}", "no fault proxy", "start the run with the proxy")
+    _one_line_error(_run("fault", "--run", compose.run_id, "remove-node", "n1", env=env), "n1 is the principal")
     topo = attach(compose.run_id, history=(history := History()))
-    with pytest.raises(ConfigError, match="add_node: add-node runs on the local backend only"):
+    with pytest.raises(ConfigError, match="add_node: add-node on compose run .* no fault proxy"):
         Faults(topo, history).add_node()
-    with pytest.raises(ConfigError, match="remove_node: remove-node runs on the local backend only"):
-        Faults(topo, history).remove_node("n2")
+    with pytest.raises(ConfigError, match="remove_node: n1 is the principal"):
+        Faults(topo, history).remove_node("n1")
     assert history.events() == []
     assert [n.name for n in attach(compose.run_id).nodes] == ["n1", "n2", "n3"]
 

@@ -1,6 +1,7 @@
 """``failover-harness fault --run ID add-node`` / ``fault --run ID remove-node NODE``: node add and
-node remove on a running local topology (PolarProxy's maintenance rows, RULEBOOK PER-1, PER-9); on
-another backend (compose) both are refused in one line (exit 2) naming it and what to do instead.
+node remove on a running topology, local or compose (PolarProxy's maintenance rows, RULEBOOK PER-1,
+PER-9); what a run cannot do (docs/compose.md's capability table; a compose run without the fault
+proxy cannot add a node) is refused in one line (exit 2) naming it and what to do instead.
 
 ``remove-node`` is refused before anything moves when the node may not go (unknown, the principal,
 the last standby, the only running standby of a synchronous principal: one line naming the fix).
@@ -26,8 +27,8 @@ MEMBERSHIP_ACTIONS = ("add-node", "remove-node")
 
 def apply_membership(topo: Topology, args: argparse.Namespace) -> tuple[OperationResult, list[dict[str, Any]]]:
     """Add or remove a node of the run; returns the operation's result and what each coordinated
-    proxy did (``[{"name", "moved", "closed"}]``, for ``remove-node``). A backend that cannot add or
-    remove nodes (compose) is a ConfigError naming it and what to do instead, before anything moves."""
+    proxy did (``[{"name", "moved", "closed"}]``, for ``remove-node``). A run that cannot add or
+    remove nodes is a ConfigError naming why and what to do instead, before anything moves."""
     problem = topo.membership_problem(args.action)
     if problem is not None:
         raise ConfigError(problem)

@@ -437,8 +437,8 @@ class Faults:
         from the principal, started and streaming when this returns. An instant operation recorded
         as fault ``add_node`` (the topology's ``node.add`` names the new node). Nothing is coordinated: a client
         with read-only routing finds the new node through the topology (PER-9/10 routing), also at
-        the address of a node removed before. A topology that cannot add nodes (compose) is a
-        ConfigError naming what to do instead, before anything is recorded."""
+        the address of a node removed before. A topology that cannot add nodes (a compose run without
+        the fault proxy) is a ConfigError naming what to do instead, before anything is recorded."""
         check = getattr(self.topology, "membership_problem", None)
         problem = check("add-node") if check is not None else None
         if problem is not None:

@@ -28,12 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, TopologyError
+from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import harness_home, runs_dir
 from harness.ports import allocate_port
 from harness.resources import resource
 from harness.secrets import write_private_file
 from harness.topology import preflight
+from harness.topology.capabilities import engine_refusal, refusal
 from harness.topology.compose_events import ContainerLogEvents
 from harness.topology.compose_setup import compose_version
 from harness.topology.dockerd import docker_client, engine_answers
@@ -49,6 +50,8 @@ from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.select import FaultProxyHandle
 
 COMPOSE_FILES = {"pg-pair": "pg-pair.yml", "pg-group3": "pg-group3.yml"}
+#: The compose file of a standby added to a running run (node add), in a project of its own.
+ADDED_NODE_FILE = "pg-standby.yml"
 STOP_SIGNALS = {"fast": "SIGINT", "immediate": "SIGQUIT", "smart": "SIGTERM"}
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # no Ryuk image here: cleanup is by label
 
@@ -121,9 +124,9 @@ class ComposeBackend:
         """A one-line ConfigError naming the fix when the engine is not PostgreSQL, or no Docker engine
         answers (none was started: ``failover-harness compose-setup`` starts one), or Compose v2 is missing; a
         MissingDependencyError when an image is missing."""
-        if engine.name != "postgres":
-            raise ConfigError(f"backend 'compose' runs PostgreSQL only, not engine {engine.name!r}; "
-                              "use --engine postgres")
+        why = engine_refusal(self.name, engine.name)
+        if why is not None:
+            raise ConfigError(f"backend 'compose', engine {engine.name!r}: {why}")
         if not engine_answers():
             raise ConfigError("backend 'compose': no Docker engine answers here; run "
                               "'failover-harness compose-setup' (starts one), or use --backend local")
@@ -145,10 +148,10 @@ class ComposeBackend:
                                   "links": links, "detached": detached, "progress": progress, "engine": engine}
         if nodes == 2:
             return ComposePair(**kwargs)
-        if nodes == 3:
-            return ComposeGroup(nodes=nodes, **kwargs)
-        raise ConfigError(f"backend 'compose' has pairs and groups of 3 ({', '.join(COMPOSE_FILES)}), not {nodes} "
-                          "nodes; use --backend local")
+        if isinstance(nodes, int) and nodes > 3:
+            raise ConfigError(f"backend 'compose', {nodes} nodes: {refusal(self.name, 'group of N > 3')}, "
+                              "or use --backend local")
+        return ComposeGroup(nodes=nodes, **kwargs)
 
 
 class ComposeTopology(LocalTopology):
@@ -157,8 +160,7 @@ class ComposeTopology(LocalTopology):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not (self._links_spec in ("proxy", "direct") or self._links_spec is None):
-            raise ConfigError("backend 'compose' brings its own fault proxy (the Toxiproxy container); pass "
-                              "links='proxy' or 'direct', not a Links object")
+            raise ConfigError(f"backend 'compose': {refusal('compose', 'links object')}, not a Links object")
         self._docker: Any = None
         self._compose: Any = None
 
@@ -303,12 +305,8 @@ class ComposeTopology(LocalTopology):
         owner.callback(client.close)
         handle = None
         if self.history is not None:
-            nodes = {names.client: n for n, names in self._state.links.proxies.items()}
-            nodes.update({names.replication: f"{n}:replication" for n, names in self._state.links.proxies.items()})
-            listens = {names.client: names.client_listen for names in self._state.links.proxies.values()}
-            listens.update({names.replication: names.replication_listen
-                            for names in self._state.links.proxies.values()})
-            follower = ContainerLogEvents(self._container("toxiproxy"), client.url, nodes.get, listens.get).start()
+            follower = ContainerLogEvents(self._container("toxiproxy"), client.url, self._proxy_node,
+                                          self._proxy_listen).start()
             owner.callback(follower.close)
             handle = FaultProxyHandle("compose", client.url, version, client, True,
                                       "derived from the container's trace log", "compose", follower.subscribe,
@@ -317,6 +315,32 @@ class ComposeTopology(LocalTopology):
                                   description=self._state.links.description)
         self.links.setup(self._state)
         self._forward_proxy_events()
+
+    def _proxy_names(self, proxy: str) -> tuple[str, ProxyNames] | None:
+        """The node and proxy names of a proxy of this run: as the run is now (a node added or
+        removed since ``up``, also by another process: then the state file is read again)."""
+        known = dict(self._state.links.proxies)
+        if not any(proxy in (names.client, names.replication) for names in known.values()) and self.run_id:
+            with contextlib.suppress(Exception):  # read only: this runs on the log follower's thread
+                known = load_state(self.path).links.proxies
+        return next(((node, names) for node, names in known.items() if proxy in (names.client, names.replication)),
+                    None)
+
+    def _proxy_node(self, proxy: str) -> str | None:
+        """The node a proxy leads to (``nX``, or ``nX:replication``), for the log-derived events."""
+        found = self._proxy_names(proxy)
+        if found is None:
+            return None
+        node, names = found
+        return node if proxy == names.client else f"{node}:replication"
+
+    def _proxy_listen(self, proxy: str) -> str | None:
+        """The configured listen address of a proxy of this run."""
+        found = self._proxy_names(proxy)
+        if found is None:
+            return None
+        _, names = found
+        return names.client_listen if proxy == names.client else names.replication_listen
 
     def down(self) -> None:
         """Remove the run's containers and volumes (``compose down``, then the label sweep of
@@ -425,14 +449,25 @@ class ComposeTopology(LocalTopology):
 
     def _halt(self, name: str, mode: str) -> None:
         """Signal the container's server (fast SIGINT / immediate SIGQUIT / smart SIGTERM) and wait for
-        the container to exit (killed after 60 s)."""
+        the container to exit (killed after 60 s).
+
+        As local (:func:`harness.topology.postgres.stop_server`), the stop signal goes to the server's
+        host PID right after the SIGCONT that wakes a paused server, not through the engine's API: a
+        ``docker kill`` round trip (tens of ms under load) after the SIGCONT let a paused postmaster
+        serve the login it had pending to completion before it heard of the shutdown, so no attempt
+        was pending at the shutdown any more (MIR-13 *unknown*, docs/compose.md). ``docker kill`` is
+        the fallback when that PID is gone."""
         import docker
 
         s = self._node_state(name)
-        signal_group(s.pid or 0, signal.SIGCONT)  # a paused server cannot shut down
         container = self._container(name)
-        with contextlib.suppress(docker.errors.APIError):  # it may have exited already
-            container.kill(signal=STOP_SIGNALS[mode])
+        sig = getattr(signal, STOP_SIGNALS[mode])
+        signal_group(s.pid or 0, signal.SIGCONT)  # a paused server cannot shut down
+        if s.pid and pid_alive(s.pid):
+            signal_pid(s.pid, sig)
+        else:
+            with contextlib.suppress(docker.errors.APIError):  # it may have exited already
+                container.kill(signal=STOP_SIGNALS[mode])
         try:
             container.wait(timeout=60)
         except Exception as exc:  # noqa: BLE001 - requests' timeout types vary
@@ -452,6 +487,55 @@ class ComposeTopology(LocalTopology):
         """Tell the node's entrypoint to rewind onto the principal (through the node's replication
         proxy) at its next start - re-cloning when pg_rewind cannot (``node.reclone``)."""
         (self.path / name / "rewind").write_text(principal + "\n")
+
+    def membership_problem(self, op: str) -> str | None:
+        """As local (the capability table), and ``add-node`` needs the fault proxy: a new container
+        clones and streams through its replication proxy."""
+        problem = super().membership_problem(op)
+        if problem is None and op == "add-node" and self._state.links.kind == "direct":
+            return (f"add-node on compose run {self._state.run}: the new node clones and streams through its "
+                    "replication proxy, and this run has no fault proxy (started with --no-proxy / links='direct'); "
+                    "start the run with the proxy")
+        return problem
+
+    def _provision_standby(self, name: str, principal: str) -> None:
+        """A node being added (node add): its folder as :meth:`_prepare_folders` writes a standby's,
+        with the ``clone`` marker (its entrypoint clones ``principal`` through the node's replication
+        proxy, which :meth:`ProxiedLinks.node_added` has just created), and its container, created but
+        not started (``compose/pg-standby.yml``, a Compose project of its own: ``fh-<run>-<node>``,
+        labelled with the run like the others)."""
+        names = self._state.links.proxies.get(name)
+        if names is None or not isinstance(self.links, ProxiedLinks):
+            raise InvalidOperation(self.membership_problem("add-node") or f"node {name} has no replication proxy")
+        files = getattr(self.engine, "bootstrap_files", None)
+        if files is None:
+            raise ConfigError(f"engine {self.engine.name!r} has no container bootstrap; use --engine postgres")
+        folder = self.path / name
+        for file, text in files().items():  # two of them hold the test password
+            write_private_file(folder / file, text)
+        (folder / "clone").write_text("")
+        (folder / "role").write_text("standby")
+        self._write_conf(name)
+        node = self._node_state(name)
+        env = {"FH_NODE_PROJECT": project_name(f"{self._state.run}-{name}"), "FH_NODE": name,
+               "FH_NODE_PORT": str(node.port), "FH_NODE_REPL_PORT": names.replication_listen.rsplit(":", 1)[1]}
+        env_file = self.path / f"compose-{name}.env"
+        env_file.write_text((self.path / "compose.env").read_text()
+                            + "".join(f"{k}={v}\n" for k, v in env.items()))
+        file = resource("compose", ADDED_NODE_FILE)
+        res = subprocess.run(["docker", "compose", "-f", str(file), "--env-file", str(env_file), "up", "--no-start"],
+                             capture_output=True, text=True, cwd=file.parent, timeout=120)
+        if res.returncode != 0:
+            raise TopologyError(f"docker compose up --no-start of node {name} failed (exit {res.returncode}): "
+                                f"{res.stderr.strip()[-800:]}")
+
+    def _discard(self, name: str) -> None:
+        """Remove the container of a node leaving the run (node remove), with its anonymous volumes;
+        its folder goes with the run's bookkeeping (:mod:`harness.topology.membership`)."""
+        import docker
+
+        with contextlib.suppress(docker.errors.NotFound):
+            self._container(name).remove(force=True, v=True)
 
     def _wait_started(self, name: str) -> None:
         """As local, then report a re-clone the entrypoint had to do instead of a rewind."""

@@ -567,8 +567,8 @@ class LocalTopology(Topology):
         return membership.removal_problem(self._state, node)
 
     def membership_problem(self, op: str) -> str | None:
-        """Why this run cannot ``op`` (``add-node`` / ``remove-node``) at all: on another backend
-        than local (compose), with what to do instead; None on the local backend."""
+        """Why this run cannot ``op`` (``add-node`` / ``remove-node``) at all, with what to do
+        instead (the capability table of its backend); None when it can."""
         from harness.topology import membership
 
         return membership.unsupported(self._state, op)
@@ -698,6 +698,17 @@ class LocalTopology(Topology):
     def _make_standby(self, name: str) -> None:
         """Mark a stopped node's data directory as a standby's."""
         self.engine.make_standby(Path(self._node_state(name).datadir), self.run_as)
+
+    def _provision_standby(self, name: str, principal: str) -> None:
+        """The data directory of a node being added (node add): a clone of the running ``principal``
+        (``pg_basebackup``, the engine's ``reclone``), marked a standby's."""
+        p = self._node_state(principal)
+        self.engine.reclone(Path(self._node_state(name).datadir), self.socket_dir(principal), p.port, self.run_as)
+        self._make_standby(name)
+
+    def _discard(self, name: str) -> None:
+        """Whatever holds the server of a node leaving the run, besides its folder (node remove):
+        nothing locally; a backend with containers removes its container."""
 
     def _halt(self, name: str, mode: str) -> None:
         """Stop the running server of ``name`` (``fast``, ``immediate``, ``smart``) and wait until it is gone."""

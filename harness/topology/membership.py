@@ -1,11 +1,14 @@
-"""Node add and node remove on a running local topology (PolarProxy's "node add/remove" maintenance,
+"""Node add and node remove on a running topology, local or compose (PolarProxy's "node add/remove" maintenance,
 RULEBOOK PER-1: 100 % of persistent connections kept; PER-9 for the removal of a read-only node).
 
-* :func:`add_node`: a new standby ``n<k>`` (the next free number) cloned from the principal with
-  ``pg_basebackup`` (the engine's ``reclone``), given its own port and fault proxies, started and
-  streaming before it returns. Hot standby when the run's standbys are (``mirror_readable``).
-* :func:`remove_node`: a standby stopped (fast), its fault proxies deleted, its port released, its
-  folder deleted and the node dropped from the run state (``status`` no longer lists it). The
+* :func:`add_node`: a new standby ``n<k>`` (the next free number) given its own port and fault
+  proxies, cloned from the principal (the backend's ``_provision_standby``: locally ``pg_basebackup``,
+  the engine's ``reclone``; on compose a new container that clones through its replication proxy),
+  started and streaming before it returns. Hot standby when the run's standbys are
+  (``mirror_readable``).
+* :func:`remove_node`: a standby stopped (fast), its container removed (compose), its fault proxies
+  deleted, its port released, its folder deleted and the node dropped from the run state
+  (``status`` no longer lists it). The
   principal's published partner (MIR-9) is re-read when it was that node.
 
 :func:`removal_problem` says why a node may not be removed (unknown, the principal, the last standby,
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import InvalidOperation, UnknownNodeError
 from harness.ports import allocate_port, hand_over, holder, release_port
+from harness.topology.capabilities import refusal
 from harness.topology.process import signal_group
 from harness.topology.run import release_shared_memory, save_state
 from harness.topology.state import KILLED, PAUSED, PRINCIPAL, RUNNING, STANDBY, NodeState, RunState
@@ -46,17 +50,14 @@ def next_name(state: RunState) -> str:
 
 def unsupported(state: RunState, op: str) -> str | None:
     """Why run ``state`` cannot ``op`` (``add-node`` / ``remove-node``) at all, with what to do
-    instead; None on the local backend. A compose run's nodes are the fixed services of its compose
-    file: its node count is chosen at ``up``."""
-    if state.backend == "local":
+    instead; None where its backend can (the capability table, :mod:`harness.topology.capabilities`)."""
+    why = refusal(state.backend, op.replace("-", "_"))
+    if why is None:
         return None
-    return (f"{op} runs on the local backend only, not on the {state.backend!r} backend of run {state.run}: "
-            f"start a local run to add or remove nodes ('failover-harness up --backend local --topology "
-            f"{state.topology}'), or choose the node count at 'up --backend {state.backend}' "
-            "(--topology pg-pair or pg-group3)")
+    return f"{op} on the {state.backend!r} backend (run {state.run}): {why}"
 
 
-def _local_only(state: RunState, op: str) -> None:
+def _refuse_unsupported(state: RunState, op: str) -> None:
     problem = unsupported(state, op)
     if problem is not None:
         raise InvalidOperation(problem)
@@ -94,7 +95,7 @@ def add_node(topo: LocalTopology) -> str:
     """Add a standby cloned from the principal, started and streaming (PER-1 "node add"); returns its
     name. Records ``node.add`` (with ``node``, ``port``, ``seconds``) besides ``node.start``."""
     state = topo._state
-    _local_only(state, "add-node")
+    _refuse_unsupported(state, "add-node")
     principal = next(n for n in state.nodes if n.role == PRINCIPAL)
     topo._require(principal.name, RUNNING)
     t0 = time.monotonic()
@@ -111,14 +112,12 @@ def add_node(topo: LocalTopology) -> str:
     try:
         folder.mkdir(mode=0o755)
         topo.run_as.chown(folder)
-        p = topo._node_state(principal.name)
-        topo.engine.reclone(Path(node.datadir), topo.socket_dir(principal.name), p.port, topo.run_as)
-        topo._make_standby(name)
         node_added = getattr(topo.links, "node_added", None)
-        if node_added is not None:
+        if node_added is not None:  # its proxies first: a container clones through its replication proxy
             node_added(state, name)
         node.client_host, node.client_port = topo.links.client_address(state, name)
         save_state(topo.path, state)
+        topo._provision_standby(name, principal.name)
         topo._start_locked(name, wait=True)
     except BaseException:
         with contextlib.suppress(Exception):
@@ -134,7 +133,7 @@ def remove_node(topo: LocalTopology, name: str) -> str:
     remove"); refused with the reason of :func:`removal_problem`. Records ``node.stop`` and
     ``node.remove``."""
     state = topo._state
-    _local_only(state, "remove-node")
+    _refuse_unsupported(state, "remove-node")
     problem = removal_problem(state, name)
     if problem is not None:
         raise InvalidOperation(problem)
@@ -163,6 +162,8 @@ def _forget(topo: LocalTopology, name: str, killed: bool = False) -> None:
     if s.pid:  # a half-added node that did start
         with contextlib.suppress(Exception):
             topo._stop_server(name, "immediate")
+    with contextlib.suppress(Exception):  # a container's: removed (nothing on local)
+        topo._discard(name)
     node_removed = getattr(topo.links, "node_removed", None)
     if node_removed is not None:
         with contextlib.suppress(Exception):  # the node goes even when its proxies are gone already
