@@ -146,9 +146,10 @@ def find_reaper(path: Path) -> int | None:
     return next((pid for pid in processes_mentioning(str(path)) if "harness.topology.reaper" in _cmdline(pid)), None)
 
 
-def release_shared_memory(datadir: Path) -> bool:
+def release_shared_memory(datadir: Path, wait: float = 3.0) -> bool:
     """Remove the System V shared-memory segment a PostgreSQL postmaster of ``datadir`` created (its
-    ``postmaster.pid`` line 7: key and id) when no process is attached any more. A postmaster that
+    ``postmaster.pid`` line 7: key and id) once no process is attached any more (a killed
+    postmaster's children take up to ≈1.3 s to exit: waited for up to ``wait`` s). A postmaster that
     was SIGKILLed leaves it; PostgreSQL reclaims it only when a server starts again on that data
     directory, which never happens once the run's folder is deleted - so without this every killed
     node of every run leaks one segment until the kernel's SHMMNI (4096) is reached and no server on
@@ -157,14 +158,22 @@ def release_shared_memory(datadir: Path) -> bool:
     try:
         line = (datadir / "postmaster.pid").read_text().splitlines()[6].split()
         key, shmid = int(line[0]), int(line[1])
-        table = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
     except (OSError, IndexError, ValueError):
         return False
-    for row in table:
-        fields = row.split()
-        if len(fields) > 6 and fields[:2] == [str(key), str(shmid)] and fields[6] == "0":
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            table = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+        except OSError:
+            return False
+        row = next((r.split() for r in table if r.split()[:2] == [str(key), str(shmid)]), None)
+        if row is None or len(row) <= 6:
+            return False  # gone already (or not this segment)
+        if row[6] == "0":
             return subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True).returncode == 0
-    return False
+        if time.monotonic() >= deadline:
+            return False  # still attached: a live server's, or children that would not die
+        time.sleep(0.05)
 
 
 def down_run(path: Path) -> list[int]:
