@@ -98,7 +98,7 @@ def _finish_history(item: pytest.Item, h: History, path: Path) -> None:
 
 
 #: Evidence events per verdict that a passed test's attachment keeps a window around.
-EVIDENCE_ANCHORS = 10
+EVIDENCE_ANCHORS = 5
 
 
 def _attachment(h: History, path: Path, item: pytest.Item, svg: str | None) -> tuple[tuple[bytes, bool], str | None]:

@@ -19,7 +19,7 @@ BULK_PREFIXES = ("op.", "conn.", "server.", "session.", "attempt.", "icm.ping", 
 #: Seconds kept before and after each fault start and end and each evidence event ...
 WINDOW_S = 1.0
 #: ... and at most this many bulk events on each side of it (faults come every second in some suites).
-PER_SIDE = 25
+PER_SIDE = 12
 
 
 def anchors(events: Sequence[Event], evidence: Iterable[int]) -> list[float]:
