@@ -38,7 +38,7 @@ change it).
   point figures moved by ±0.1x and ±0.1 s between identical runs on this 2-core machine.
 * The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
-Targets (reference proxy, issue 15): stall p99 <= 0.2 s; throughput >= 0.8x direct.
+Targets (reference proxy, docs/persistent.md): stall p99 <= 0.2 s; throughput >= 0.8x direct.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ from harness.report.targets import clustered_quantile_interval, median_interval,
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
 
-TARGET_STALL_P99 = 0.2  # issue 15 (was 1.0)
-TARGET_THROUGHPUT_RATIO = 0.8  # issue 15 (was 0.5)
+TARGET_STALL_P99 = 0.2  # PER-1 stall target (was 1.0)
+TARGET_THROUGHPUT_RATIO = 0.8  # throughput target (was 0.5)
 CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session", "relay-floor",
            "relay-floor-py")
 FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs

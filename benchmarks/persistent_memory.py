@@ -1,5 +1,5 @@
 """Resident memory of the reference persistent proxy while clients send very large messages
-(issue 17): the proxy runs in a process of its own (``--serve``), three raw clients log in through it
+(bounded memory): the proxy runs in a process of its own (``--serve``), three raw clients log in through it
 to a throw-away PostgreSQL 15 (``tests/support/pgserver.py``) and at the same time each
 
 * ``announce``: announces a 1 GiB Query and streams ``--mib`` MiB of it (the proxy should refuse the

@@ -1,4 +1,4 @@
-"""How ``persistent-proxy --workers N`` spreads sysbench's connections over its workers (issue 15):
+"""How ``persistent-proxy --workers N`` spreads sysbench's connections over its workers:
 the shared listening socket against one ``SO_REUSEPORT`` socket per worker, side by side on the same
 pair, and the tps of each beside direct.
 

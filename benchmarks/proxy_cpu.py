@@ -1,4 +1,4 @@
-"""The reference persistent proxy's own CPU per transaction (issue 15: where its time goes), beside a
+"""The reference persistent proxy's own CPU per transaction (where its time goes), beside a
 relay with no parsing, under sysbench: the proxy thread's user + system time from
 ``/proc/self/task/TID/stat`` divided by the transactions it relayed - a figure the machine's load
 distorts far less than throughput. With ``--chunks`` it also counts the chunks whose tracking took

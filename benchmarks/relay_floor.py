@@ -1,4 +1,4 @@
-"""The floor any proxy pays on this machine (issue 15), two relays with no PostgreSQL parsing, no
+"""The floor any proxy pays on this machine, two relays with no PostgreSQL parsing, no
 session state and no switchover handling between the clients and the principal's server address:
 
 * :class:`HaproxyTcpRelay` - HAProxy (Debian's 2.6) in ``mode tcp``: bytes relayed by a mature C

@@ -1,5 +1,5 @@
 """The PER client rows both benchmarks measure (``benchmarks/persistent.py``, ``benchmarks/sysbench.py``;
-issue 15): direct and the reference proxy always, the ratios need them; the CLI proxy with one worker
+PER-1 targets): direct and the reference proxy always, the ratios need them; the CLI proxy with one worker
 process per core and PgBouncer's two pooling modes when asked for."""
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def _clients(wanted: set[str]) -> list[tuple[str, Any]]:
 
 def _bench(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode: str,
            test: str = "oltp_read_write") -> Sysbench:
-    # harness.workload.sysbench: pgsql driver, the password in a 0600 option file (issue 17)
+    # harness.workload.sysbench: pgsql driver, the password in a 0600 option file (never on a command line)
     return Sysbench(address, creds.user, creds.password, creds.database, tables=opts.tables,
                     table_size=opts.table_size, driver="pgsql", ps_mode=ps_mode, test=test)
 

@@ -1,5 +1,5 @@
 """sysbench ``oltp_read_write`` (Debian sysbench 1.0.20, mysql driver) on a MariaDB group of one
-primary and two replicas (issue 13; seed 002's measurement: 20 tables x 10,000 rows, 20 threads),
+primary and two replicas (docs/mariadb.md; seed 002's measurement: 20 tables x 10,000 rows, 20 threads),
 three runs side by side in the same process on the same group:
 
 * ``direct``            - sysbench to the primary's own address;

@@ -32,7 +32,7 @@ def _redacted(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 class HarnessError(Exception):
     """Base of every failure of the harness itself (never a rule violation, OBS-1). Its message
-    never holds a password (issue 17: every error message goes through :func:`harness.secrets.redact`)."""
+    never holds a password (every error message goes through :func:`harness.secrets.redact`)."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*_redacted(args))

@@ -1,5 +1,5 @@
 """TCP listen ports that nothing else takes between handing one out and the server binding it
-(issue 17, "ports that cannot be stolen").
+(ports that cannot be stolen: a test never flakes because another process took its port).
 
 A port is picked at random *outside the kernel's ephemeral range*
 (``/proc/sys/net/ipv4/ip_local_port_range``): every outgoing connection on the machine takes its
@@ -150,7 +150,7 @@ def _draw(ranges: list[tuple[int, int]]) -> int:
 
 def allocate_port(host: str = "127.0.0.1", owner: int | None = None) -> int:
     """Return a TCP port outside the ephemeral range that is free on ``host`` and reserved for
-    ``owner`` (default: this PID) - a port no outgoing connection can take (issue 17)."""
+    ``owner`` (default: this PID) - a port no outgoing connection can take."""
     owner = owner or os.getpid()
     ranges = port_pool()
     in_time_wait: int | None = None
@@ -186,7 +186,7 @@ def retry_on_port_in_use(start: Callable[[], T], move: Callable[[BaseException],
                          attempts: int = PORT_ATTEMPTS) -> T:
     """``start()``; when it fails because its port is taken (:func:`port_in_use`), ``move(exc)``
     (the caller picks another port, records the move and starts the server again) and wait again -
-    at most ``attempts`` times in all, then the last error propagates (issue 17: a taken port is
+    at most ``attempts`` times in all, then the last error propagates (a taken port is
     a bounded, recorded retry, never a flake)."""
     for attempt in range(1, attempts + 1):
         try:

@@ -1,4 +1,4 @@
-"""The benchmarks' target verdicts (issue 15, harness.report.targets): intervals from the run's own
+"""The benchmarks' target verdicts (PER-1 targets, harness.report.targets): intervals from the run's own
 spread, and a verdict that is ``met`` or ``NOT met`` only when the whole interval says so."""
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def test_cli_up_write_switchover_write_down(isolated_home: dict[str, str]) -> No
         creds = PostgresEngine().credentials  # the machine's test login (the shared template cache)
         dsn = (f"host={hosts} port={ports} dbname={creds.database} user={creds.user} password={creds.password} "
                "target_session_attrs=read-write")
-        assert creds.password not in up.stdout + up.stderr  # issue 17: no secret in any output
+        assert creds.password not in up.stdout + up.stderr  # no secret in any output
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE TABLE w (v int)")
             conn.execute("INSERT INTO w VALUES (1)")

@@ -1,4 +1,4 @@
-"""Property-based fuzzing (issue 17, deliver 9) of the user-facing connection-string parser and of the
+"""Property-based fuzzing of the user-facing connection-string parser and of the
 redaction: random and mutated valid strings give a ConnectionSpec or a ConnectionStringError, nothing
 else; a generated password never survives :func:`harness.secrets.redact`, in any of the forms it is
 written in, and never appears in what a mirroring client records of a refused string."""

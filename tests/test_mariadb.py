@@ -1,4 +1,4 @@
-"""The MariaDB engine (issue 13) and the reference MySQL persistent proxy against real ``mariadbd``
+"""The MariaDB engine (docs/mariadb.md) and the reference MySQL persistent proxy against real ``mariadbd``
 processes: GTID pair up, switchover / failover / rejoin keeping every row, a test login without admin
 rights, the CLI's ``--topology mariadb-pair``; through the proxy: login, COM_PING / INIT_DB /
 RESET_CONNECTION, and a planned switchover keeping variables, protocol-level prepared statements

@@ -1,4 +1,4 @@
-"""OBS-1 in the MIR checkers, and the checker changes of issue 16 (synthetic histories, no I/O):
+"""OBS-1 in the MIR checkers, and the MIR checkers' edge cases (synthetic histories, no I/O):
 
 * refused connects seen from outside (``conn.refused``) are attempts; where nobody could see them
   (a refuse partition, the capture unavailable, a client that reports nothing) the rules that need
@@ -230,7 +230,7 @@ def test_no_sequence_rule_violates_on_unobserved_refusals(rule: str) -> None:
 def first_black_holed(held_until: float, *, tries_host_2: bool) -> list[Event]:
     """``Server=n1`` black-holed, the principal n2 behind the failover partner, LT = 2 s: the client
     holds its attempt on n1 until ``held_until``, then either opens on n2 or fails without trying it
-    (with ``held_until`` = the login timeout: the asyncpg / postgres.js behaviour of issue 16)."""
+    (with ``held_until`` = the login timeout: the asyncpg / postgres.js behaviour, docs/mirroring.md)."""
     h = Hist()
     h.up(principal="n2")
     h.open(10.0)

@@ -1,4 +1,4 @@
-"""The acceptance cases of issue 16 with a real client that reports nothing of its own - psycopg 3
+"""The MIR checkers' acceptance cases with a real client that reports nothing of its own - psycopg 3
 with a multi-host string (``psycopg-multihost``) - on real pairs behind the fault proxy:
 
 * first host refused, second up: MIR-1/MIR-4 *kept* when the packet capture sees the refused

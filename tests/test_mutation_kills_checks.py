@@ -284,7 +284,7 @@ def test_mir_4_names_the_sequence_and_gives_up_at_the_deadline_minus_tolerance()
     h.conn(A, 0.0, 1.0 - T)
     h.end(1.0 - T, op, "fail", error="timeout")
     v = mir.check_mir_4(h.events, **P, login_timeout=1.0, tolerance=T)
-    # held past its retry time and never followed by the failover partner: a give-up (issue 16)
+    # held past its retry time and never followed by the failover partner: a give-up (MIR-3)
     assert v.valid is False and v.observed.startswith("attempt 1 (initial, round 1) was still held when its retry time")
     assert "without ever trying the failover partner" in v.observed
 

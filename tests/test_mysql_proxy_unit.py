@@ -1,4 +1,4 @@
-"""Unit tests of the MySQL-protocol pieces (issue 13): the wire encodings, ``mysql_native_password``,
+"""Unit tests of the MySQL-protocol pieces (docs/mariadb.md): the wire encodings, ``mysql_native_password``,
 OK packets with session-state tracking, the session-state parser (PER-2/5/8 blockers), GTID prefix
 logic of the MariaDB engine's rewind, sysbench output parsing, DUR-1 outcome classes of MySQL errors,
 and the PER-1 sessions-kept checker on histories that keep and break it."""

@@ -1,4 +1,4 @@
-"""Acceptance of issue 17 ("a full make chaos leaves no password of the topology in reports/"): real
+"""No secret in the reports ("a full make chaos leaves no password of the topology in reports/"): real
 suites run through ``failover-harness run`` with Allure results and saved histories, then every
 artefact - histories (.jsonl, .svg), every file of the Allure results, and the run's own terminal
 output - is searched for the topology's password.
@@ -6,7 +6,7 @@ output - is searched for the topology's password.
 The run covers suites/durability, suites/mirroring/test_mir_connections.py (connection strings with
 the password, refused ones included, MIR-2) and one persistent test (the reference proxy logging in
 with it): the whole ``suites`` folder takes about 3 minutes, too long for ``make test``; it was
-run the same way by hand for issue 17 (27 tests, no occurrence)."""
+run the same way by hand (27 tests, no occurrence)."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def test_faults_switchover_with_failing_coordinator_records_the_error() -> None:
         assert "CoordinationError" in end.get("error")
 
 
-# --------------------------------------------------------------------- early resume (issue 15)
+# --------------------------------------------------------------------- early resume (PER-1)
 
 class Hooks:
     """Coordinators for :func:`run_coordinated` alone: what each hook saw, in order."""
@@ -205,7 +205,7 @@ def test_early_resume_releases_clients_while_the_action_goes_on() -> None:
 
 
 def test_resume_first_releases_the_inside_clients_before_the_rest_of_the_action() -> None:
-    # issue 15: the rejoin's CHECKPOINT, pg_rewind and server start wait until every coordinator
+    # PER-1 stall: the rejoin's CHECKPOINT, pg_rewind and server start wait until every coordinator
     # that resumes inside the switchover is resumed; the others are resumed beside, as before
     calls: list[str] = []
     h = History()
@@ -365,7 +365,7 @@ def test_faults_switchover_resumes_when_writable_and_sync_commits_wait_for_the_o
 
 
 def test_faults_switchover_in_an_async_pair_resumes_every_client_before_the_old_principal_rejoins() -> None:
-    """Async pair (issue 15): the coordinators' resumes run before the rejoin's CHECKPOINT, pg_rewind
+    """Async pair (PER-1 stall): the coordinators' resumes run before the rejoin's CHECKPOINT, pg_rewind
     and server start, not beside them; the resumed client's commit is acknowledged at once."""
     h = History()
     with Pair(mode="async", history=h, links="direct") as pair:

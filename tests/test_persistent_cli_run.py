@@ -1,4 +1,4 @@
-"""Clients attached to a run from the command line (PER-1, PER-4; issue 15): ``persistent-proxy --run``
+"""Clients attached to a run from the command line (PER-1, PER-4): ``persistent-proxy --run``
 and ``pgbouncer --run`` are registered in the run state, listed by ``status --json`` (no password),
 drained and resumed by a plain ``fault --run ID switchover`` from another process, and stopped by
 ``down``. Real PostgreSQL pair, real processes, real psycopg sessions."""

@@ -395,7 +395,7 @@ def test_held_statement_waits_only_for_its_own_session(h: Harness, monkeypatch: 
 @pytest.mark.parametrize(("slow", "cap", "earliest", "latest"), [(0.4, 1.5, 0.35, 1.2), (2.0, 0.3, 0.25, 1.2)])
 def test_held_statements_wait_for_every_login_at_most_release_after_logins(
         h: Harness, monkeypatch: pytest.MonkeyPatch, slow: float, cap: float, earliest: float, latest: float) -> None:
-    """PER-1 stall (issue 15): the held statements go on once every kept session has logged in to
+    """PER-1 stall: the held statements go on once every kept session has logged in to
     the new principal - not while some still log in, when the released sessions' workload would
     compete with those logins for the cores - but never later than ``release_after_logins``: one
     login slowed by 0.4 s holds another session's statement about 0.4 s (cap 1.5 s); slowed by 2 s,
@@ -867,7 +867,7 @@ def _counters(h: Harness) -> dict[str, Any]:
 
 
 def test_lazy_re_prepare_sends_each_statement_at_its_first_use(h: Harness) -> None:
-    """PER-2 with lazy re-prepare (issue 15 stall): 30 protocol-level statements are not replayed in
+    """PER-2 with lazy re-prepare (the PER-1 stall): 30 protocol-level statements are not replayed in
     the resume but each just before its first Bind on the new principal - one Parse for one use - and
     all of them before SQL that may name them (``pg_prepared_statements``), which then lists them
     all, as on the old principal; the proxy's own ParseCompletes and Sync never reach the client."""

@@ -1,5 +1,5 @@
 """Property-based fuzzing (hypothesis) of the PostgreSQL frontend messages a logged-in client sends
-into the persistent proxy (issue 17): random bytes, typed messages with random bodies, and mutated
+into the persistent proxy (no traceback): random bytes, typed messages with random bodies, and mutated
 valid messages. Property, for every input: the proxy answers or closes *that* session within a
 bounded time (never hangs, never answers "internal error" XX000), logs no traceback, keeps
 running, and a second, concurrent session keeps working (a query on it after every input).

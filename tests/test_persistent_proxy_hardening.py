@@ -94,7 +94,7 @@ class FakeListener:
 
 
 def test_admin_attack_from_the_issue_fails(proxy: ThreadedPersistentProxy, server: LocalServer) -> None:
-    """The attack of issue 17 - ``POST /drain`` then ``POST /resume`` naming a listener of the
+    """The admin-API attack - ``POST /drain`` then ``POST /resume`` naming a listener of the
     caller's choice - fails at every step (415 text/plain, 401 without or with a wrong token, 403 for
     an address outside the allow-list even with the token) and the fake listener receives nothing;
     the proxy never drains for the attacker and its session keeps its principal."""
@@ -428,7 +428,7 @@ def _warmed_up(proc: subprocess.Popen[str]) -> tuple[str, int]:
 def test_large_copy_and_bind_are_streamed(server: LocalServer) -> None:
     """A 48 MiB CopyData message and a 24 MiB Bind parameter pass through the proxy intact (the
     server sees every byte) while the proxy's peak resident memory grows by less than 16 MiB: they
-    are relayed as a stream, not buffered (issue 17)."""
+    are relayed as a stream, not buffered (bounded memory)."""
     proc = _start_cli(server, "--front-auth", "password", env={"PGPASSWORD": ROLE_PASSWORD})
     try:
         address = _warmed_up(proc)
@@ -468,7 +468,7 @@ def test_large_copy_and_bind_are_streamed(server: LocalServer) -> None:
 def test_large_result_to_a_slow_client_is_flow_controlled(server: LocalServer) -> None:
     """A 64 MiB result read slowly by its client reaches it whole while the proxy's peak resident
     memory grows by less than 16 MiB: when the client's side is full the proxy stops reading the
-    server (back-pressure through the data path, PER-1 / issue 17 bounded memory)."""
+    server (back-pressure through the data path, PER-1, bounded memory)."""
     proc = _start_cli(server, "--front-auth", "password", env={"PGPASSWORD": ROLE_PASSWORD})
     try:
         address = _warmed_up(proc)

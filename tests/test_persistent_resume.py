@@ -1,4 +1,4 @@
-"""The reference proxy's resume without a probe login (issue 15 stall; PER-1, PER-3): told where the
+"""The reference proxy's resume without a probe login (the PER-1 stall; PER-1, PER-3): told where the
 new principal is, it re-attaches every kept session at once and lets each session's own login show
 that the server is out of recovery (``in_hot_standby``), instead of logging in once more to ask
 first. Checked against real pairs, from the servers' own connection logs: no extra login on the new

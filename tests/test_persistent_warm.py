@@ -1,4 +1,4 @@
-"""Pre-attach during a coordinated switchover (issue 15 stall; PER-1, PER-2): the reference proxy is
+"""Pre-attach during a coordinated switchover (the PER-1 stall; PER-1, PER-2): the reference proxy is
 told which node is about to be promoted (``prepare_switchover``), opens its kept sessions' next back
 connections on that hot standby and replays their state there, and the resume swaps them in. Checked
 against real pairs: what was pre-attached is used, the sessions keep their state and can write on the

@@ -1,4 +1,4 @@
-"""The reference persistent proxy with ``--workers N`` (issue 15, a process per core): a supervisor and
+"""The reference persistent proxy with ``--workers N`` (a process per core, docs/persistent-proxy.md): a supervisor and
 N worker processes on one listen address. Real PostgreSQL pair, real CLI processes, real psycopg
 sessions: cancels reach the session whichever worker receives them, a ``fault --run ID switchover``
 keeps the sessions of every worker (PER-1), the admin API is the same (token, 403), a dead worker is

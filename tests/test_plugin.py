@@ -100,7 +100,7 @@ def test_unavailable_backend_or_engine_is_one_line_before_any_test(pytester: pyt
 
 
 def test_engine_mariadb_is_accepted(pytester: pytest.Pytester) -> None:
-    """``--engine mariadb`` is built (issue 13): accepted, and the header names it."""
+    """``--engine mariadb`` is built (docs/mariadb.md): accepted, and the header names it."""
     pytester.makepyfile('''
         def test_opts(harness_options):
             assert harness_options.engine == "mariadb"

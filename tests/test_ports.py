@@ -1,4 +1,4 @@
-"""Ports that cannot be stolen (issue 17): listen ports come from outside the kernel's ephemeral range,
+"""Ports that cannot be stolen (harness.ports): listen ports come from outside the kernel's ephemeral range,
 so thousands of outgoing connections meanwhile take none of them; a port that another program binds
 first anyway makes the server start on another port, recorded, instead of a harness error."""
 

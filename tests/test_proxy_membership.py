@@ -1,4 +1,4 @@
-"""The reference proxy's view of a changing topology (RULEBOOK PER-9, issue 17) against two real
+"""The reference proxy's view of a changing topology (RULEBOOK PER-9) against two real
 PostgreSQL 15 servers and real psycopg sessions through its ``custom-active`` endpoint and admin API:
 
 * a removed read-only node is tied to its name: never picked again, even listed again at its

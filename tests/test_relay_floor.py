@@ -1,4 +1,4 @@
-"""The benchmarks' Python relay floor (benchmarks/relay_floor.py, issue 15): a relay on the persistent
+"""The benchmarks' Python relay floor (benchmarks/relay_floor.py): a relay on the persistent
 proxy's event loop with no parsing. Its row is only a floor if it relays every byte both ways, passes
 an end of connection on, and leaves nothing running when stopped - checked here over real TCP."""
 

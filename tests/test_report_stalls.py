@@ -1,4 +1,4 @@
-"""Stall measures of the benchmarks (harness.report.stalls; issue 15, PER-1 context): the gap a
+"""Stall measures of the benchmarks (harness.report.stalls; PER-1 context): the gap a
 switchover forces on a session, the longest gap near it, and the control windows without one."""
 
 from __future__ import annotations

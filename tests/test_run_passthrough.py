@@ -1,5 +1,5 @@
 """``failover-harness run PATH… [pytest options]``: options ``run`` does not know, and everything
-after ``--``, reach pytest as they are (issue 12, CLI point 6); ``matrix --clients`` says it takes
+after ``--``, reach pytest as they are (README, "The two commands"); ``matrix --clients`` says it takes
 ``module:attr``."""
 
 from __future__ import annotations

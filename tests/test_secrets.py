@@ -1,4 +1,4 @@
-"""No secret in any output (issue 17): the one redaction function (harness/secrets.py) and every writer
+"""No secret in any output: the one redaction function (harness/secrets.py) and every writer
 that uses it - history files, the timeline, Allure results, error messages, log lines - and the
 mirroring clients' record of a refused connection string."""
 

@@ -1,6 +1,6 @@
 """The session tracker's one-call paths for the commonest request and answer (harness/persistproxy/
 fastpath.py: compiled in ``_track.c``, and in Python on top of state.py ``on_simple_request`` /
-``on_simple_answer``; issue 15 throughput) record exactly what the message-by-message tracker records
+``on_simple_answer``; the proxy's throughput) record exactly what the message-by-message tracker records
 (PER-2 replay data, PER-4..8 blockers), on any history: a property test over random front and back
 chunks, well-formed and not, for both implementations."""
 

@@ -1,4 +1,4 @@
-"""A prepared switchover logs in nowhere while its clients wait (issue 15, the stall): the admin
+"""A prepared switchover logs in nowhere while its clients wait (the PER-1 stall): the admin
 sessions ``prepare_switchover`` opens - to the principal for its CHECKPOINT and, with a hot-standby
 mirror, to the node about to be promoted - carry the switchover's streaming pre-check (DUR-1) and
 the new principal's out-of-recovery wait, and none of them is left open afterwards."""

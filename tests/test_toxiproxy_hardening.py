@@ -14,7 +14,7 @@ from toxiproxy_compat.tcp_servers import TcpServer, connect, round_trip, wait_un
 from harness.toxiproxy import EmbeddedToxiproxy, ToxiproxyAPIError, ToxiproxyClient
 from harness.toxiproxy.api import ToxiproxyServer
 
-HUGE = int("1" + "0" * 400)  # what issue 17 sent: accepted, and every later connection hung
+HUGE = int("1" + "0" * 400)  # a hostile request's value: accepted, and every later connection hung
 
 
 class Upstream:

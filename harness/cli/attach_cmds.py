@@ -51,7 +51,7 @@ class RunBackend:
 
     def addresses_now(self) -> list[tuple[str, int]]:
         """Every node's address on the chosen path, from the run state as it is now (the admin
-        ``/resume`` allow-list, issue 17: a node added by 'fault add-node' is a node of the run, a
+        ``/resume`` allow-list, PER-9: a node added by 'fault add-node' is a node of the run, a
         removed one no longer; nothing else ever is)."""
         self.topo.refresh()
         return self.addresses()

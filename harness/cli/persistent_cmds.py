@@ -1,7 +1,7 @@
 """``failover-harness persistent-proxy``: run the reference persistent-connection proxy (PER-1..8)
 in the foreground until interrupted.
 
-Secrets stay out of argv and stdout (issue 17): the back-side password comes from ``PGPASSWORD`` or
+Secrets stay out of argv and stdout (harness.secrets): the back-side password comes from ``PGPASSWORD`` or
 a 0600 file (``--password-file``), never from ``--password``; the admin API's token is written to a
 0600 file whose path (not the token) is printed, and the file is removed when the proxy stops.
 """
@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _with_run_nodes(given: list[tuple[str, int]], backend: Any) -> Callable[[], list[tuple[str, int]]]:
     """The admin ``/resume`` allow-list of a proxy fronting a run: ``--allow-principal`` and the run's
     nodes as the run state has them at each check (a node added by 'fault add-node' may be resumed
-    on, a removed one no longer; issue 17: nothing but the nodes and the given addresses)."""
+    on, a removed one no longer; PER-9: nothing but the nodes and the given addresses)."""
 
     def allowed() -> list[tuple[str, int]]:
         return [*given, *(a for a in backend.addresses_now() if a not in given)]
@@ -166,7 +166,7 @@ def _write_token(path: Path, token: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the proxy (and admin API), print one JSON line with the addresses and the token file's
-    path, serve until SIGINT/SIGTERM (PER-1..PER-8; issue 17 for the admin API's protection)."""
+    path, serve until SIGINT/SIGTERM (PER-1..PER-8; the admin API's protection: docs/persistent-proxy.md)."""
     from harness.persistproxy import AdminServer, PersistentProxy, ProxyConfig
     from harness.persistproxy.admin import is_loopback
     from harness.persistproxy.workers import Supervisor, SupervisorAdmin, worker_count
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         token_file = _private_dir() / f"admin-{os.getpid()}.token"
 
     supervisor: Supervisor | None = None
-    if workers > 1:  # issue 15: the workers are forked before any event loop runs here
+    if workers > 1:  # a process per core: the workers are forked before any event loop runs here
         supervisor = Supervisor(config, workers, listen_mode=args.listen_mode)
         try:
             supervisor.start()

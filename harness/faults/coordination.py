@@ -27,12 +27,12 @@ A hook that raises is a harness problem of the coordinating adapter: it is recor
 ``after_switchover`` hooks run even when the role swap itself failed, so a drained client is always
 released. The optional ``prepare_switchover(next_principal_address)`` is called on every
 coordinator that has it first, before any drain, with the client address of the node about to be
-promoted (issue 15: the reference proxy logs in there for each session while the clients still run,
+promoted (pre-attach: the reference proxy logs in there for each session while the clients still run,
 replays the sessions' state there once drained, and only swaps those connections in at the resume).
 It must return at once; one that raises is recorded as ``coord.error`` (``phase: prepare``) and the
 switchover goes on - the client re-attaches the usual way, and no verdict depends on it.
 
-Early resume (issue 15): ``Faults`` passes the hooks to the topology's ``switchover(on_writable=)``,
+Early resume (PER-1, a short stall): ``Faults`` passes the hooks to the topology's ``switchover(on_writable=)``,
 so ``after_switchover`` runs as soon as the new principal accepts writes (after promote and its
 principal configuration; topology event ``switchover.writable``). In an async pair the hooks of
 the coordinators that set ``resume_inside_switchover = True`` run there, in the switchover's thread,
@@ -120,13 +120,13 @@ def run_coordinated(coordinators: Sequence[SwitchoverCoordinator], action: Calla
     in reverse order (always, even if the action failed). Returns ``action()``'s result once the
     action and every hook are done. With no coordinators this is just ``action()``.
 
-    With ``early`` (issue 15) ``action`` is called as ``action(on_writable)``: the topology calls
+    With ``early`` (early resume, above) ``action`` is called as ``action(on_writable)``: the topology calls
     ``on_writable()`` as soon as the new principal accepts writes; the address is read then, and the
     ``after_switchover`` hooks run from that moment in a helper thread while the action goes on
     (old principal rewound, restarted, streaming); with ``resume_first`` the hooks of the coordinators
     whose ``resume_inside_switchover`` is true run in the action's own thread first, and
     ``on_writable()`` returns once they have returned, so that the rest of the action (a CHECKPOINT,
-    pg_rewind, a server start) does not compete with those resumes for the CPU (issue 15:
+    pg_rewind, a server start) does not compete with those resumes for the CPU (PER-1 stall:
     the resume of 20 sessions took 70-109 ms beside it, 54-64 ms before it: medians of three
     A/B runs of 8 switchovers, 2026-12-02). ``coord.after`` says which: ``stage="writable"``
     (resumed while the switchover still runs) or ``stage="done"`` (after the action returned or

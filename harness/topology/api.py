@@ -71,7 +71,7 @@ class Node(abc.ABC):
         """A libpq connection string for this node (``direct``: bypassing any proxy)."""
 
     def public_dsn(self, direct: bool = False) -> str:
-        """A connection string for this node that may be printed or saved: no password (issue 17)."""
+        """A connection string for this node that may be printed or saved: no password (harness.secrets)."""
         return redact(self.dsn(direct=direct))
 
     @abc.abstractmethod
@@ -178,7 +178,7 @@ class Topology(abc.ABC):
         """Called just before a planned switchover to ``target`` (default: the mirror) drains its
         clients: work that shortens the coming stop while clients still run (local backend: CHECKPOINT
         on the principal, so that the shutdown checkpoint of ``stop -m fast`` has little to write, and
-        admin sessions the switchover's checks reuse; issue 15). May do nothing."""
+        admin sessions the switchover's checks reuse; the PER-1 stall). May do nothing."""
 
     @abc.abstractmethod
     def failover(self, target: str | None = None) -> OperationResult:

@@ -22,7 +22,7 @@ _E = TypeVar("_E")
 class Credentials:
     """The unprivileged test login every node of a topology accepts (clients under test use it).
     ``password`` stays in memory (its repr is hidden); ``passfile`` names a 0600 libpq password file
-    holding it, for what is printed or handed to another process (issue 17)."""
+    holding it, for what is printed or handed to another process (harness.secrets)."""
 
     user: str
     password: str = field(repr=False)
@@ -43,7 +43,7 @@ class NodeConfig:
     partner: str  # the principal's current mirror, client-facing host:port (MIR-9)
     # a standby of a sync topology: an engine whose sync setting is inert on a standby may set it
     # already, so that the node is synchronous from the instant it is promoted - before any reload
-    # (DUR-1 for clients resumed as soon as a switchover's new principal is writable, issue 15)
+    # (DUR-1 for clients resumed as soon as a switchover's new principal is writable: early resume)
     synchronous_on_promotion: bool = False
 
 

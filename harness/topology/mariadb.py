@@ -1,4 +1,4 @@
-"""MariaDB 10.11 engine for the local backend (issue 13): ``mariadbd`` processes the harness starts
+"""MariaDB 10.11 engine for the local backend (docs/mariadb.md): ``mariadbd`` processes the harness starts
 itself on 127.0.0.1 with their own data directories (never the packaged service), GTID replication
 (``gtid_strict_mode``, ``log_slave_updates``), semi-synchronous replication as the ``mode="sync"``
 analogue (DUR-1), and the role operations of :class:`~harness.topology.local.LocalTopology` through

@@ -152,7 +152,7 @@ def _build_template(final: Path, run_as: RunAs) -> None:
 def credentials_file(template: Path) -> Path:
     """The test login's password file beside a template: one libpq password-file line
     (``*:*:*:app:<password>``), mode 0600, owned by the database user. libpq and psql read it with
-    ``passfile=<path>``; the harness passes the password to clients in memory only (issue 17: never
+    ``passfile=<path>``; the harness passes the password to clients in memory only (no secret in any output: never
     on a command line, never in an output)."""
     return template.parent / f"{template.name}.pgpass"
 
@@ -167,7 +167,7 @@ def _pgpass_escape(value: str) -> str:
 
 def read_credentials(template: Path) -> Credentials:
     """The test login of a template (user, password, database, password file), read from
-    :func:`credentials_file`; the password is remembered for redaction (issue 17)."""
+    :func:`credentials_file`; the password is remembered for redaction (harness.secrets)."""
     path = credentials_file(template)
     try:
         if path.stat().st_mode & 0o077:
@@ -287,7 +287,7 @@ def log_tail(log: Path, lines: int = 15) -> str:
 def wait_ready(datadir: Path, pid: int, log: Path, timeout: float = 30, standby: bool = False) -> None:
     """Wait until the postmaster reports ``ready`` (or ``standby``); NodeStartError with the log
     tail if it dies or does not get there in time - PortInUseError when it died because its TCP
-    port was taken (the caller starts it on another port, issue 17)."""
+    port was taken (the caller starts it on another port, harness.ports)."""
     deadline = time.monotonic() + timeout
     wanted = {"ready", "standby"}
     while True:
@@ -361,7 +361,7 @@ def wait_writable(socket_dir: Path, port: int, pid: int, log: Path, timeout: flo
     whose ``postmaster.pid`` names ``pid`` and whose first status line seen is *not* ``ready`` (a
     standby that accepts no logins, ``hot_standby=off``: ``standby``; a starting server): until it says
     ``ready``, which the postmaster writes once the startup process has exited, recovery (or a
-    promotion) over - a file read per poll instead of a login (issue 15: under load a login took
+    promotion) over - a file read per poll instead of a login (the PER-1 stall: under load a login took
     30-70 ms, most of the promote wait). A *hot* standby's status is ``ready`` already while it is in
     recovery, so then, and without such a file (e.g. a container's), the wait is for a login that
     answers ``pg_is_in_recovery() = false`` - asked on ``conn`` when given (an admin session opened on
@@ -554,7 +554,7 @@ class PostgresEngine:
         pg_hba.conf, the data directory's own settings, the roles/database SQL and the superuser's
         password file (pg_rewind connects through the fault proxy over TCP, where pg_hba asks for
         SCRAM). Both logins get this machine's random test password (:attr:`credentials`, remembered
-        for redaction); the caller writes every file private (mode 0600, issue 17)."""
+        for redaction); the caller writes every file private (mode 0600, no secret readable by others)."""
         password = self.credentials.password
         literal = "'" + password.replace("'", "''") + "'"
         bootstrap = (f"CREATE ROLE {APP_USER} LOGIN PASSWORD {literal}\n"

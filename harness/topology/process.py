@@ -202,7 +202,7 @@ def signal_pid(pid: int, sig: int) -> None:
 def wait_gone(pid: int, timeout: float, group: bool = False, poll: float = 0.005) -> bool:
     """Wait until ``pid`` (or its whole process group) has exited; True if it did in time. For a
     group the leader is watched first (one /proc read per poll), the whole group - a scan of every
-    process's /proc entry, ~90 ms on a loaded machine with a few hundred processes (issue 15) - only
+    process's /proc entry, ~90 ms on a loaded machine with a few hundred processes (measured for the PER-1 stall) - only
     once the leader is gone: a postmaster or mysqld leads its group and exits last."""
     deadline = time.monotonic() + timeout
     while True:

@@ -121,7 +121,7 @@ class ProxiedLinks:
 
     def roles_changed(self, state: RunState) -> None:
         """Point every replication proxy at the principal's server, and every client-facing proxy at
-        its node's server (which moves when its port was taken at start-up, issue 17)."""
+        its node's server (which moves when its port was taken at start-up, harness.ports)."""
         upstream = f"127.0.0.1:{state.principal().port}"
         for node in state.nodes:
             wanted = {state.links.proxies[node.name].replication: upstream,

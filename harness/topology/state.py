@@ -89,7 +89,7 @@ class EndpointRecord:
     workers: int = 1  # worker processes of a reference proxy (``--workers``; pid is the supervisor's)
 
     def public(self) -> dict[str, Any]:
-        """The form ``status --json`` prints (no token, no password: issue 17)."""
+        """The form ``status --json`` prints (no token, no password: no secret in any output)."""
         return {"name": self.name, "kind": self.kind, "listen": self.listen, "admin": self.admin,
                 "dsn": self.dsn, "backend": self.backend, "pid": self.pid, "workers": self.workers}
 

@@ -42,7 +42,7 @@ from harness.toxiproxy.replies import (
     require_obj,
 )
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (issue 17)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
 
 VERSION = "2.12.0"
 

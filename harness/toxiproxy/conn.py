@@ -16,7 +16,7 @@ from harness.toxiproxy.models import split_hostport
 if TYPE_CHECKING:
     from harness.toxiproxy.proxystate import ProxyState, ToxicState
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (issue 17)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
 
 
 def _set_rst(writer: asyncio.StreamWriter) -> None:

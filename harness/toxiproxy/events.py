@@ -14,7 +14,7 @@ from typing import Any
 from harness.secrets import protect_logger
 from harness.toxiproxy.models import ConnEvent
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (issue 17)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
 
 EVENTS_KEPT = 100_000
 EventCallback = Callable[[ConnEvent], None]

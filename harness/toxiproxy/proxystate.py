@@ -16,7 +16,7 @@ from harness.toxiproxy.models import STREAMS
 if TYPE_CHECKING:
     from harness.toxiproxy.api import ToxiproxyServer
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (issue 17)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
 
 
 class ToxicState:

@@ -84,7 +84,7 @@ def connstring(topology: Any, initial: str, failover: str | None = None, *,
         parts.append(f"Database={database}")
     if login_timeout != "default":
         parts.append(f"Connect Timeout={0 if login_timeout is None else f'{float(login_timeout):g}'}")
-    creds = topology.engine.credentials  # the engine's test login (a random password, issue 17)
+    creds = topology.engine.credentials  # the engine's test login (a random password, never printed)
     password = creds.password.replace('"', '""')
     parts += [f"User ID={creds.user}", f'Password="{password}"']
     return "; ".join(parts)

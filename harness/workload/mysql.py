@@ -1,4 +1,4 @@
-"""MySQL-protocol side of the workloads (issue 13): open a PyMySQL session from the harness's
+"""MySQL-protocol side of the workloads (docs/mariadb.md): open a PyMySQL session from the harness's
 engine-neutral connection string (``host=a,b port=x,y dbname= user= password=
 target_session_attrs=read-write``), finding the writable node the way libpq does (each host in
 order, once; a read-only one is skipped), and classify what a failed statement means for DUR-1

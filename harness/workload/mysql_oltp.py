@@ -1,4 +1,4 @@
-"""The OLTP workload's sessions over the MySQL protocol (issue 13; PER-1..PER-8 on MariaDB): a
+"""The OLTP workload's sessions over the MySQL protocol (docs/mariadb.md; PER-1..PER-8 on MariaDB): a
 :class:`MySQLTrackedSession` records exactly the events a PostgreSQL
 :class:`~harness.workload.oltp.TrackedSession` does (``session.open`` / ``reconnect`` / ``close``,
 ``op.*`` with ``conn``, ``front`` and ``conn_lost``, ``state.set`` / ``state.read``), so the PER

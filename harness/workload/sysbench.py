@@ -1,4 +1,4 @@
-"""sysbench 1.0.20 (Debian) as a real client (issue 13; the seed's PER-1 measurement: ``oltp_read_write``,
+"""sysbench 1.0.20 (Debian) as a real client (docs/mariadb.md; the seed's PER-1 measurement: ``oltp_read_write``,
 20 tables x 10,000 rows, 20 threads): ``prepare`` / ``run`` against an address with its ``mysql``
 (MariaDB) or ``pgsql`` (PostgreSQL) driver, with the password in a 0600 option file (never on a
 command line), and the figures parsed from its output - transactions, tps, p95 latency, errors,

@@ -1,4 +1,4 @@
-"""PER-1 with sysbench as the real client (issue 13; seed 002's own measurement): ``oltp_read_write``,
+"""PER-1 with sysbench as the real client (docs/mariadb.md; seed 002's own measurement): ``oltp_read_write``,
 20 tables x 10,000 rows, 20 threads, through the client under test (the reference persistent proxy
 of the engine: MySQL protocol on ``--engine mariadb``, PostgreSQL on ``--engine postgres``, sysbench's
 ``mysql`` / ``pgsql`` driver) over a group of one primary and two replicas, across five planned

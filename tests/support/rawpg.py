@@ -1,6 +1,6 @@
 """Raw PostgreSQL frontend sessions for the persistent proxy's hardening and fuzz tests: log in over
 a plain socket, send arbitrary bytes, read until the proxy closes; and a logging handler that
-collects tracebacks and errors the proxy logs (issue 17: bad input never makes a traceback)."""
+collects tracebacks and errors the proxy logs (bad input never makes a traceback)."""
 
 from __future__ import annotations
 

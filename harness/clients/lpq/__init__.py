@@ -40,7 +40,7 @@ for _name in LPQ_CLIENTS:
     register_client("lpq", _name, factory(_name))
 register_client("lpq", "reference", factory("libpq"))  # the profile's default (--client omitted)
 
-#: The same drivers as mirroring clients (``lpq-<name>``; issue 12, point 3): the host list is
+#: The same drivers as mirroring clients (``lpq-<name>``; docs/lpq.md): the host list is
 #: ``[Server, Failover Partner]`` with ``target_session_attrs=read-write`` (as_mirroring.py).
 MIRRORING_DRIVERS = ("libpq", "psycopg", "psycopg2", "asyncpg", "postgres-js", "pgjdbc")
 

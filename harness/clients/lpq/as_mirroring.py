@@ -1,4 +1,4 @@
-"""Every LPQ driver as a *mirroring* client too (issue 12, point 3): ``Server=A; Failover Partner=B``
+"""Every LPQ driver as a *mirroring* client too (docs/lpq.md): ``Server=A; Failover Partner=B``
 becomes the host list ``[A, B]`` with ``target_session_attrs=read-write`` and ``connect_timeout =
 max(2, ceil(login timeout))`` - as a PostgreSQL user would write it, exactly like
 ``psycopg-multihost`` (docs/mirroring.md). The driver's own host-list handling then meets MIR-1…13.

@@ -125,7 +125,7 @@ class Recorder:
 
     def fail(self, op_id: int, f: str, error: str, **extra: Any) -> None:
         """``op.fail`` (the operation certainly did not take effect); ``extra`` e.g. ``reason``. The
-        error text is redacted (no password in the history, issue 17)."""
+        error text is redacted (no password in the history: harness.secrets)."""
         self.record("op.fail", op_id=op_id, f=f, error=redact(error), **extra)
 
     def info(self, op_id: int, f: str, error: str) -> None:

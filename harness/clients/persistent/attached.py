@@ -37,7 +37,7 @@ def admin_post(name: str, url: str, path: str, body: dict[str, Any], token: str,
 class AdminCoordinator:
     """A running reference proxy, driven through its admin API (PER-4 drain, PER-1/2/3 resume)."""
 
-    #: ``POST /resume``: the proxy reads the run state, it does not change it (issue 15)
+    #: ``POST /resume``: the proxy reads the run state, it does not change it (early resume)
     resume_inside_switchover = True
 
     def __init__(self, name: str, admin: str, token_file: str, drain_timeout: float | None = None,
@@ -67,7 +67,7 @@ class AdminCoordinator:
 
     def prepare_switchover(self, next_principal_address: Address) -> Any:
         """``POST /prepare`` with the node's address on the proxy's back-end path: pre-attach the kept
-        sessions there while the switchover runs (issue 15 stall; answers at once)."""
+        sessions there while the switchover runs (the PER-1 stall; answers at once)."""
         key = (str(next_principal_address[0]), int(next_principal_address[1]))
         host, port = self.addresses.get(key, key)
         return self._post("/prepare", {"host": host, "port": port}, timeout=30.0)

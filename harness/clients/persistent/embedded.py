@@ -18,7 +18,7 @@ class EmbeddedProxyClient(ClientBase):
     name = "reference"
     proxy: Any
     #: its resume neither changes the run's state nor waits for the switchover's end: an async pair's
-    #: switchover resumes it before the old principal's rewind (harness.faults.coordination, issue 15)
+    #: switchover resumes it before the old principal's rewind (harness.faults.coordination, early resume)
     resume_inside_switchover = True
 
     def start(self) -> Address:

@@ -71,7 +71,7 @@ class PgBouncerClient(PoolerProgram):
     refuses logins long after a re-point); ``query_wait_timeout`` = the recovery window (PER-3's
     analogue: a client waiting that long for a server is disconnected)."""
 
-    #: re-point + ``RELOAD`` + ``RESUME`` change no run state (harness.faults.coordination, issue 15)
+    #: re-point + ``RELOAD`` + ``RESUME`` change no run state (harness.faults.coordination, early resume)
     resume_inside_switchover = True
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0,
@@ -110,7 +110,7 @@ class PgBouncerClient(PoolerProgram):
         run_as = database_user()
         self.dir = self._make_dir(f"{self.name}-", run_as)
         self.port = allocate_port()
-        # the password reaches pgbouncer in a 0600 file only (never its command line, issue 17)
+        # the password reaches pgbouncer in a 0600 file only (never its command line: no secret in any output)
         run_as.chown(write_private_file(self.dir / "userlist.txt", f'"{self.user}" "{self.password}"\n'))
         try:
             retry_on_port_in_use(lambda: self._launch(run_as), self._move_port)
@@ -134,7 +134,7 @@ class PgBouncerClient(PoolerProgram):
 
     def _move_port(self, exc: BaseException) -> None:
         """pgbouncer could not bind its port (another program took it): stop it, take another port,
-        record ``client.port_retry`` (issue 17); :meth:`_launch` then starts it again."""
+        record ``client.port_retry`` (harness.ports); :meth:`_launch` then starts it again."""
         assert self.dir is not None and self.port is not None
         self._kill()
         old, self.port = self.port, allocate_port()

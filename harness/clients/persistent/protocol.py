@@ -101,7 +101,7 @@ class ClientBase:
 
 
 def _credentials(pair: Any) -> Any:
-    """The test login of the pair's engine (its random password, issue 17), or None for a stand-in
+    """The test login of the pair's engine (its random password, never printed), or None for a stand-in
     pair without an engine."""
     engine = getattr(pair, "engine", None)
     return getattr(engine, "credentials", None)

@@ -85,7 +85,7 @@ def _node_addresses(pair: Any) -> list[Address]:
 def reference_client(*, pair: Any, history: Any = None, drain_window: float = 60.0,
                      recovery_window: float = 60.0, **options: Any) -> ReferenceClient:
     """The reference proxy as a :class:`PersistentClient` (PER-1..PER-8): the PER profile's default
-    client (``--client reference``); on a MariaDB pair, the MySQL-protocol one (issue 13)."""
+    client (``--client reference``); on a MariaDB pair, the MySQL-protocol one (docs/mariadb.md)."""
     from harness.clients.persistent.reference_mysql import MySQLReferenceClient, speaks_mysql
 
     if speaks_mysql(pair):

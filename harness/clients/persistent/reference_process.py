@@ -1,9 +1,9 @@
 """``reference-Nw``: the reference persistent proxy run as the CLI does it, ``failover-harness
-persistent-proxy --workers N`` in a subprocess (issue 15, a process per core), as a
+persistent-proxy --workers N`` in a subprocess (a process per core, docs/persistent-proxy.md), as a
 :class:`~harness.clients.persistent.protocol.PersistentClient` in front of a pair: what the benchmarks
 put beside the in-process, one-worker ``reference`` row (PER-1..PER-8).
 
-The password reaches the subprocess in ``PGPASSWORD`` (never argv, issue 17); the admin token is read
+The password reaches the subprocess in ``PGPASSWORD`` (never argv: no secret in any output); the admin token is read
 from the 0600 file the proxy writes into a private temporary folder, removed at ``stop()``.
 """
 
@@ -38,7 +38,7 @@ class ReferenceProcessClient(ClientBase):
     address (PER-1, PER-4), through the supervisor's admin API (every worker)."""
 
     coordinates = True
-    #: ``POST /resume``: changes no run state (harness.faults.coordination, issue 15)
+    #: ``POST /resume``: changes no run state (harness.faults.coordination, early resume)
     resume_inside_switchover = True
 
     def __init__(self, pair: Any, history: Any = None, drain_window: float = 60.0, recovery_window: float = 60.0,
