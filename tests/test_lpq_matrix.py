@@ -1,11 +1,22 @@
 """The LPQ matrix cells: *not offered* only where nothing judged the rule, a row per scenario, the
-driver under each column, and a link from each status to the history that decided it."""
+driver under each column; a link from each status to the history that decided it in the reports
+folder's table, none in the page written into the docs (which says how to regenerate the histories)."""
 
 from __future__ import annotations
 
+import argparse
+
+from harness.cli.matrix_cmds import matrix_command
 from harness.history.core import History
 from harness.history.store import save_jsonl
-from harness.report.matrix import build_matrix, collect_cells, drivers_of, render_markdown, write_doc
+from harness.report.matrix import (
+    build_matrix,
+    collect_cells,
+    drivers_of,
+    evidence_section,
+    render_markdown,
+    write_doc,
+)
 
 
 def saved(folder, name: str, verdicts: list[dict], drivers: dict | None = None) -> None:
@@ -37,10 +48,26 @@ def test_cells_scenarios_not_offered_and_links(tmp_path) -> None:
     matrix = build_matrix("lpq", {"postgres-js": cells}, sorted(cells), {"postgres-js": "postgres 3.4.9"})
     md = render_markdown(matrix)
     assert "postgres 3.4.9" in md and "↳ standby-first-any" in md
-    doc = write_doc(matrix, tmp_path / "docs" / "matrix-lpq.md")
+    linked = render_markdown(matrix, links_from=h)  # the reports folder's table links each status
+    assert "[**violated**](a.jsonl): landed on n2; 25006" in linked
+    evidence = evidence_section("failover-harness matrix --profile lpq --clients postgres-js --doc docs/matrix-lpq.md",
+                                "reports/matrix/lpq/<client>/histories/", "make matrix")
+    doc = write_doc(matrix, tmp_path / "docs" / "matrix-lpq.md", evidence=evidence)
     text = doc.read_text()
-    assert "[**violated**](matrix-lpq/postgres-js/a.jsonl)" in text
-    assert (tmp_path / "docs" / "matrix-lpq" / "postgres-js" / "a.jsonl").exists()
+    assert "| LPQ-4 | **violated**: landed on n2; 25006 (expected e; suites/lpq/a) |" in text  # no link
+    assert ".jsonl" not in text and "](" not in text
+    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["matrix-lpq.md"]  # no history copied
+    assert text.rstrip().endswith(evidence.rstrip())
+    assert "## Regenerating the evidence" in text and "`make matrix`" in text
+    assert "`reports/matrix/lpq/<client>/histories/`" in text and "nightly-histories" in text
+
+
+def test_doc_names_the_command_that_regenerates_it() -> None:
+    args = argparse.Namespace(profile="persistent", markers="not slow", engine="mariadb",
+                              doc="docs/matrix-persistent-mariadb.md")
+    assert matrix_command(args, ["direct", "reference"]) == (
+        "failover-harness matrix --profile persistent --clients direct,reference -m 'not slow' --engine mariadb "
+        "--doc docs/matrix-persistent-mariadb.md")
 
 
 def test_a_kept_verdict_beats_not_offered(tmp_path) -> None:

@@ -122,3 +122,6 @@ def test_workflow_is_valid_and_only_wires_the_project_commands() -> None:
         assert command in text, command
     assert spec["jobs"]["chaos"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert spec["jobs"]["report"]["if"] == "always()"
+    uploads = {s["with"]["name"]: s["with"]["path"] for s in spec["jobs"]["report"]["steps"]
+               if str(s.get("uses", "")).startswith("actions/upload-artifact")}
+    assert uploads.get("nightly-histories") == "jobs/*/histories"  # the matrix pages point there

@@ -7,7 +7,8 @@ cited but no verdict came - a harness error is never shown as a violation, OBS-1
 (the client declares it has no way to express the scenario: ``details.not_offered``; only when no
 other verdict judged the rule). With ``scenarios=True`` each verdict's ``params.process`` (the
 scenario's client process) also gets a row of its own under the rule (``LPQ-4 · standby-first-…``).
-Each cell names the saved history that decided it (``history``), linked from the Markdown table."""
+Each cell names the saved history that decided it (``history``), linked from the reports folder's Markdown
+table; the page written into the docs (:func:`write_doc`) has no links: histories are run data."""
 
 from __future__ import annotations
 
@@ -212,31 +213,36 @@ def drivers_of(histories_dir: Path) -> str | None:
     return None
 
 
-def write_doc(matrix: dict, path: Path, *, title: str = "", intro: str = "") -> Path:
-    """Write the Markdown matrix to ``path`` (e.g. ``docs/matrix-lpq.md``), copying each history a
-    cell links to into ``<path stem>/`` beside it so that the links hold in the repository."""
-    import shutil
+def evidence_section(command: str, histories: str, make_target: str = "") -> str:
+    """The matrix page's closing section: how to make the evidence again. The histories that decided
+    the cells are run data and stay out of the repository: ``command`` (and ``make_target``, if any)
+    regenerates them into ``histories`` (the reports folder), and the nightly chaos run keeps them as
+    an artifact."""
+    how = f"`{make_target}`, i.e. `{command}`" if make_target else f"`{command}`"
+    return (
+        "## Regenerating the evidence\n\n"
+        "The run histories that decided the cells are run data: they are not kept in the repository. "
+        f"To make them again, run {how}. Each client's histories land in `{histories}` "
+        "(the reports folder: `FAILOVER_HARNESS_REPORTS`, default `./reports`); "
+        "`failover-harness check PATH` re-checks one offline. The nightly chaos run "
+        "(`.github/workflows/nightly-chaos.yml`) keeps every job's histories as its `nightly-histories` "
+        "artifact, beside the merged matrices in `nightly-report`.\n"
+    )
 
-    folder = path.parent / path.stem
-    shutil.rmtree(folder, ignore_errors=True)
-    copied: dict[str, str] = {}
-    for client, col in matrix["clients"].items():
-        for c in col.values():
-            src = c.get("history")
-            if not src:
-                continue
-            if src not in copied:
-                dest = folder / client.replace("/", "_").replace(":", "_") / Path(src).name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dest)
-                copied[src] = str(dest)
-            c["history"] = copied[src]
-    text = render_markdown(matrix, links_from=path.parent)
+
+def write_doc(matrix: dict, path: Path, *, title: str = "", intro: str = "", evidence: str = "") -> Path:
+    """Write the Markdown matrix to ``path`` (e.g. ``docs/matrix-lpq.md``): the table without links
+    (the histories behind it are run data, not documentation), then ``evidence`` (see
+    :func:`evidence_section`: how to regenerate them and where they land)."""
+    text = render_markdown(matrix, links_from=None)
     if title:
         text = text.replace(f"# Conformance matrix: {matrix['profile']}", f"# {title}", 1)
     if intro:
         head, _, rest = text.partition("\n\n")
         text = f"{head}\n\n{intro.strip()}\n\n{rest}"
+    if evidence:
+        text = f"{text}\n{evidence.strip()}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
 
