@@ -1,4 +1,4 @@
-"""Issue 17 (hardening): every bad input to the real command line is one line on stderr naming what is
+"""Every bad input to the real command line is one line on stderr naming what is
 wrong and the fix, with exit code 2 (usage/config) or 3 (harness), and never a traceback.
 
 Each probe runs ``python -m harness.cli ...`` as a user would, against a real detached run (real

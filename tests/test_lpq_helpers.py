@@ -127,8 +127,8 @@ def test_every_registered_client_declares_its_driver() -> None:
 
 
 def test_mirroring_view_of_a_driver_is_its_host_list() -> None:
-    """Issue 12 point 3: ``Server=A; Failover Partner=B; Connect Timeout=1.5`` is the host list [A, B],
-    read-write, connect_timeout 2 (libpq's minimum) - and the driver's refusal is a mirroring
+    """An LPQ driver as a mirroring client: ``Server=A; Failover Partner=B; Connect Timeout=1.5`` is the host
+    list [A, B], read-write, connect_timeout 2 (libpq's minimum) - and the driver's refusal is a mirroring
     ConnectionOpenError recorded with the MIR ``op.invoke`` value."""
     from harness.clients.lpq.as_mirroring import host_list_of
     from harness.clients.registry import resolve_client

@@ -1,4 +1,4 @@
-"""Issue 17, persistent proxy: the admin API lets no one else in (token, JSON only, /resume
+"""Hardening of the persistent proxy: the admin API lets no one else in (token, JSON only, /resume
 allow-list, loopback unless explicitly exposed), the CLI keeps the password out of argv and the
 token out of its output, frontend messages above ``max_message_size`` or malformed ones get 08P01
 for that session only (no traceback), and large messages are relayed as a stream - against a real

@@ -265,7 +265,7 @@ def test_unknown_client_is_a_clear_error_and_registered_ones_resolve(pytester: p
 
 
 def test_unknown_client_is_refused_even_when_no_test_of_its_profile_is_collected(pytester: pytest.Pytester) -> None:
-    """Issue 17 (no silent acceptance): a DUR-only suite with ``--client nosuch`` used to pass and credit
+    """No silent acceptance (OBS-1): a DUR-only suite with ``--client nosuch`` used to pass and credit
     ``client: nosuch`` in its history; now nothing runs and the one error line names the known clients."""
     pytester.makepyfile('''
         import pytest

@@ -1,4 +1,4 @@
-"""Issue 17 (deliver 8): ``status`` checks every process it lists - nodes, the fault proxy, the reaper -
+"""``status`` tells the truth: it checks every process it lists - nodes, the fault proxy, the reaper -
 and says ``dead`` for one that is gone; ``up --detach`` keeps its port reservations (the fault-proxy API
 port included) owned by a live process of the run, and ``down`` releases every one of them."""
 

@@ -56,7 +56,7 @@ def remote_warning(host: str, port: int) -> str:
 
 
 def check_host(host: str, allow_remote: bool) -> None:
-    """``--host`` must be an IP address; anything but loopback needs ``--allow-remote`` (ISSUE 17)."""
+    """``--host`` must be an IP address; anything but loopback needs ``--allow-remote`` (no API auth)."""
     import ipaddress
 
     if host != "localhost":

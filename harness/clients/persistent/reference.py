@@ -63,7 +63,7 @@ class ReferenceClient(EmbeddedProxyClient):
         return f"host={host} port={port} dbname={dbname} user={self.user} password={self.password}"
 
     def prepare_switchover(self, next_principal_address: Address) -> Any:
-        """Issue 15 stall: pre-attach the kept sessions to the hot standby about to be promoted
+        """The PER-1 stall: pre-attach the kept sessions to the hot standby about to be promoted
         (:meth:`PersistentProxy.prepare`; returns at once, the resume takes them if they are ready)."""
         return self.proxy.prepare(tuple(next_principal_address))
 

@@ -107,7 +107,7 @@ class ReferenceProcessClient(ClientBase):
         return self._post("/drain", {}, timeout=self.drain_window + 30.0)
 
     def prepare_switchover(self, next_principal_address: Address) -> Any:
-        """Issue 15 stall: ``POST /prepare`` - every worker pre-attaches its kept sessions to the
+        """The PER-1 stall: ``POST /prepare`` - every worker pre-attaches its kept sessions to the
         node about to be promoted (answers at once)."""
         host, port = next_principal_address
         return self._post("/prepare", {"host": host, "port": int(port)}, timeout=30.0)
