@@ -2,7 +2,8 @@
 #   make chaos  - the suites against the built-in reference clients on the local backend (PostgreSQL, then the
 #                 MariaDB DUR and PER suites without the slow sysbench test), then the report
 #   make test   - the project's own tests (among them tests/test_installed_wheel.py: the wheel built, installed into a
-#                 fresh venv in a temporary folder and used there as another project would); then a second pass:
+#                 fresh venv in a temporary folder and used there as another project would), the persistent proxy's
+#                 end-to-end tests once more on its pure-Python data path (FAILOVER_HARNESS_PURE_PYTHON=1); then a second pass:
 #                 every PostgreSQL suite of make chaos on Docker Compose containers (behind the real Toxiproxy)
 #                 compared with local processes, and, when
 #                 $(TOXIPROXY_SERVER) (default ../shared/toxiproxy/toxiproxy-server) exists, the
@@ -30,6 +31,9 @@ REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
 # Every PostgreSQL suite on compose against local: DUR + MIR against the same local run the real pass compares
 # with (one pytest session), ACR + ICM + LPQ + PER against a local run of their own (docs/compose.md).
 COMPOSE_PASS := tests/test_compose_suites.py
+# The persistent proxy's end-to-end tests, run again by make test on its pure-Python framing and tracking
+# (FAILOVER_HARNESS_PURE_PYTHON=1: the path of an install without a C compiler; ~80 s at -n 2, docs/persistent-proxy.md).
+PURE_PYTHON_PASS := tests/test_persistent_proxy.py
 # e.g. make mutation MUTATION_ARGS="--sample 60" (a fixed-seed sample per module), or "--module harness/rules/persistent.py"
 MUTATION_ARGS ?=
 # The LPQ matrix columns (make matrix): every registered driver but the `reference` alias of libpq.
@@ -54,6 +58,10 @@ test: setup
 	$(FH) compose-setup || status=$$?; \
 	[ $$status -ne 0 ] || $(PYTEST) -n $(JOBS) tests --ignore=tests/test_toxiproxy_real_suites.py \
 		--ignore=$(COMPOSE_PASS) || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		echo "== the persistent proxy's end-to-end tests on its pure-Python data path (FAILOVER_HARNESS_PURE_PYTHON=1)"; \
+		FAILOVER_HARNESS_PURE_PYTHON=1 $(PYTEST) -n $(JOBS) $(PURE_PYTHON_PASS) || status=$$?; \
+	fi; \
 	if [ $$status -eq 0 ]; then \
 		if [ -x "$(TOXIPROXY_SERVER)" ]; then \
 			echo "== second pass: the real Toxiproxy $(TOXIPROXY_SERVER) (compat tests, DUR + MIR suites)" \

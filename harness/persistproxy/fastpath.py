@@ -10,8 +10,8 @@ tracker would, in one call, or records nothing and says so; the proxy then takes
 The compiled extension (``_track.c`` in ``harness.persistproxy._frames``, built by ``pip install``)
 does both without running the interpreter; without it the same functions run in Python, on top of
 :meth:`.state.SessionState.on_simple_request` / ``on_simple_answer``. :data:`COMPILED` says which one
-the proxy uses; ``tests/test_state_fast_paths.py`` holds both to the message-by-message tracker on
-random histories.
+the proxy uses (``FAILOVER_HARNESS_PURE_PYTHON=1`` forces Python: :mod:`.compiled`);
+``tests/test_state_fast_paths.py`` holds both to the message-by-message tracker on random histories.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import state as _state
+from .compiled import extension
 from .frames import DATA_ROW, NO_RUNS, frames
 from .state import SessionState
 
@@ -42,15 +43,13 @@ def simple_answer_py(st: SessionState, data: bytes) -> int:
 
 simple_request: Callable[[SessionState, bytes], bool]
 simple_answer: Callable[[SessionState, bytes], int]
-try:
-    from ._frames import configure
-    from ._frames import simple_answer as _answer_c
-    from ._frames import simple_request as _request_c
-except ImportError:  # no C compiler where the project was installed (or an older build): Python
+_ext = extension()
+if _ext is None or not hasattr(_ext, "simple_request"):
+    # no C compiler where the project was installed (or an older build), or FAILOVER_HARNESS_PURE_PYTHON=1
     simple_request, simple_answer = simple_request_py, simple_answer_py
     COMPILED = False
 else:
-    configure(_state.Pending, _state._BIND, _state._SYNC, _state._DESCRIBE, _state._EXECUTE_UNKNOWN,
-              _state._execute_item_for, _state._TAGS)
-    simple_request, simple_answer = _request_c, _answer_c
+    _ext.configure(_state.Pending, _state._BIND, _state._SYNC, _state._DESCRIBE, _state._EXECUTE_UNKNOWN,
+                   _state._execute_item_for, _state._TAGS)
+    simple_request, simple_answer = _ext.simple_request, _ext.simple_answer
     COMPILED = True

@@ -7,7 +7,8 @@ proxy's Python time to reading message headers, DataRows above all).
 
 The compiled extension ``harness.persistproxy._frames`` (``_frames.c``, built by ``pip install``)
 does the walk; without a C compiler the same function runs in Python (:func:`frames_py`), and
-:data:`COMPILED` says which one the proxy uses. ``tests/test_frames.py`` holds the two to the same
+:data:`COMPILED` says which one the proxy uses (``FAILOVER_HARNESS_PURE_PYTHON=1`` forces Python:
+:mod:`.compiled`). ``tests/test_frames.py`` holds the two to the same
 answers on arbitrary bytes.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+
+from .compiled import extension
 
 _LENGTH = struct.Struct("!i").unpack_from
 
@@ -49,11 +52,10 @@ def frames_py(data: bytes, run_type: int) -> tuple[bytes, list[int]]:
 
 
 frames: Callable[[bytes, int], tuple[bytes, list[int]]]
-try:
-    from ._frames import frames as _compiled
-except ImportError:  # no C compiler where the project was installed: the same walk in Python
+_ext = extension()
+if _ext is None:  # no C compiler where the project was installed, or FAILOVER_HARNESS_PURE_PYTHON=1
     frames = frames_py
     COMPILED = False
 else:
-    frames = _compiled
+    frames = _ext.frames
     COMPILED = True
