@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.history.core import Event
-from harness.rules.registry import register
+from harness.rules.registry import rule
 from harness.rules.verdict import UNKNOWN, Verdict
 
 NETWORK_OR_SERVER_FAULTS = ("partition", "stop", "kill", "pause", "latency", "bandwidth", "cut_replication")
@@ -180,6 +180,7 @@ def _fmt(process: str, conn: Any) -> str:
 MAINTENANCE_FAULTS = ("switchover", "add_node", "remove_node")
 
 
+@rule("PER-1")
 def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float = 1.0, max_errors: int = 0,
                                   processes: list[str] | None = None,
                                   faults: Sequence[str] = ("switchover",)) -> Verdict:
@@ -260,6 +261,7 @@ def _norm(value: Any) -> str:
     return " ".join(str(value).split()) if value is not None else "None"
 
 
+@rule("PER-2")
 def check_session_state_restored(events: list[Event]) -> Verdict:
     """PER-2: every piece of session state the application established (``state.set``: GUCs of each
     kind, prepared statements, encoding) reads back unchanged after the switchover (``state.read``
@@ -348,6 +350,7 @@ def _principal_back_at(view: View, s: Switchover) -> float:
     return t
 
 
+@rule("PER-3")
 def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0, tolerance: float = 1.0,
                           processes: list[str] | None = None) -> Verdict:
     """PER-3: if the new principal accepts traffic within ``recovery_window`` of the switchover, the
@@ -552,6 +555,7 @@ def _judge_cases(rule: str, view: View, expected: str, cases_of: Any, drain_wind
                    + "; ".join(summary[:3]), evidence=[first], details=details)
 
 
+@rule("PER-4")
 def check_drain_window(events: list[Event], *, drain_window: float = 60.0, margin: float = 0.25) -> Verdict:
     """PER-4: a session busy when the switchover starts (an open transaction, a request running) whose
     work ends inside the drain window is kept; one whose work does not end within it is closed.
@@ -565,6 +569,7 @@ def check_drain_window(events: list[Event], *, drain_window: float = 60.0, margi
                         drain_window, margin, True)
 
 
+@rule("PER-5")
 def check_temp_tables_not_kept(events: list[Event]) -> Verdict:
     """PER-5: a session holding temporary tables (``state.set`` kind ``temp_table``) when the
     switchover starts is closed."""
@@ -573,6 +578,7 @@ def check_temp_tables_not_kept(events: list[Event]) -> Verdict:
                         lambda s: _held_state(view, s, ("temp_table",)), None, 0.0, False)
 
 
+@rule("PER-6")
 def check_partial_result_not_kept(events: list[Event], *, drain_window: float = 60.0, margin: float = 0.25) -> Verdict:
     """PER-6: a session whose result is only partly delivered when the switchover fires (an ``f=stream``
     operation with ``stream.progress`` before the start, not finished within the drain window) is closed."""
@@ -581,6 +587,7 @@ def check_partial_result_not_kept(events: list[Event], *, drain_window: float = 
                         lambda s: _requests_in_flight(view, s, ("stream",), True), drain_window, margin, False)
 
 
+@rule("PER-7")
 def check_open_transaction_not_kept(events: list[Event], *, drain_window: float = 60.0,
                                     margin: float = 0.25) -> Verdict:
     """PER-7: a session inside a transaction when the switchover begins that does not end it within
@@ -591,6 +598,7 @@ def check_open_transaction_not_kept(events: list[Event], *, drain_window: float 
                         lambda s: _open_transactions(view, s), drain_window, margin, False)
 
 
+@rule("PER-8")
 def check_cursor_not_kept(events: list[Event], *, drain_window: float = 60.0, margin: float = 0.25) -> Verdict:
     """PER-8: a session with an open server cursor (``state.set`` kind ``cursor``) or an unfinished COPY
     (``f=copy`` in progress, not finished within the drain window) at switchover time is closed."""
@@ -606,14 +614,6 @@ def check_cursor_not_kept(events: list[Event], *, drain_window: float = 60.0, ma
                         "time is closed", cases, None, margin, False)
 
 
-check_keepalive_on_switchover = register("PER-1", check_keepalive_on_switchover).checker
-check_session_state_restored = register("PER-2", check_session_state_restored).checker
-check_recovery_window = register("PER-3", check_recovery_window).checker
-check_drain_window = register("PER-4", check_drain_window).checker
-check_temp_tables_not_kept = register("PER-5", check_temp_tables_not_kept).checker
-check_partial_result_not_kept = register("PER-6", check_partial_result_not_kept).checker
-check_open_transaction_not_kept = register("PER-7", check_open_transaction_not_kept).checker
-check_cursor_not_kept = register("PER-8", check_cursor_not_kept).checker
 
 
 # ----------------------------------------------------------------------------- PER-9 / PER-10
@@ -710,6 +710,7 @@ def _after(view: View, process: str, conn: Any, t: float) -> list[Op]:
     return [op for op in view.by_conn.get((process, conn), []) if op.invoke.t >= t or op.t_end >= t]
 
 
+@rule("PER-9")
 def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, tolerance: float = 1.0,
                                 routing_grace: float = 0.5) -> Verdict:
     """PER-9: when a read-only node is removed, new connections and idle queries go elsewhere at once
@@ -785,6 +786,7 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
                    details=details)
 
 
+@rule("PER-10")
 def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, window: float = 60.0) -> Verdict:
     """PER-10: at a read-only node removal, an idle session through the default cluster endpoint or
     a custom endpoint with active-request-based balancing (``cluster``, ``custom-active``) on that
@@ -850,7 +852,3 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
     return Verdict("PER-10", True, expected=expected,
                    observed=f"{good}/{judged} session(s) as required ({dict(per_kind)})", evidence=first,
                    details=details)
-
-
-check_readonly_node_removal = register("PER-9", check_readonly_node_removal).checker
-check_endpoint_support = register("PER-10", check_endpoint_support).checker
