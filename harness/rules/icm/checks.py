@@ -1,12 +1,12 @@
 """ICM-1 … ICM-7 - Domino Internet Cluster Manager server selection (RULEBOOK, seed 004).
 
-Pure checkers ``checker(events, **params) -> Verdict`` (each registered with
-``@rule("ICM-N")``) over the request model (:mod:`harness.rules.icm.model`). Each judges the
-requests sent to the router (``target="router"``) whose cluster state did not change while they
-were in flight; with nothing to judge the verdict is *unknown*, never a pass. ``tie_break``
-(``any`` / ``first`` / ``last``) is the explicit choice among servers of equal availability (the
-docs do not say); ``probe_window`` how many seconds before the request the probe of the chosen port may lie (ICM-3) - and it must lie before the decision in the
-history's order (event index, never timestamps: equal timestamps are normal)."""
+Pure checkers ``checker(events, **params) -> Verdict`` (each registered with ``@rule("ICM-N")``)
+over the request model (:mod:`harness.rules.icm.model`). Each judges the requests sent to the router
+(``target="router"``) whose cluster state did not change while they were in flight; with nothing to
+judge the verdict is *unknown*, never a pass. ``tie_break`` (``any`` / ``first`` / ``last``) is the
+explicit choice among servers of equal availability (the docs do not say); ``probe_window`` how many
+seconds before the request the probe of the chosen port may lie (ICM-3) - and it must lie before the
+decision in the history's order (event index, never timestamps: equal timestamps are normal)."""
 
 from __future__ import annotations
 
