@@ -16,7 +16,7 @@ from harness.clients.mirroring.reference import ReferenceMirroringClient
 from harness.errors import ConfigError, ConnectionStringError, RuleViolation, TopologyError
 from harness.history.core import History
 from harness.history.store import HistoryWriter, load_jsonl, save_jsonl
-from harness.history.timeline import render_svg
+from harness.report.timeline_svg import render_svg
 from harness.secrets import MASK, protect_logger, redact, redact_data, remember
 
 pytest_plugins = ["pytester"]
