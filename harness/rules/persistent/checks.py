@@ -37,7 +37,7 @@ from harness.rules.persistent.model import (
     removals_of,
 )
 from harness.rules.registry import rule
-from harness.rules.verdict import UNKNOWN, Verdict
+from harness.rules.verdict import UNKNOWN, Verdict, tally
 
 # ------------------------------------------------------------------------------------- PER-1
 
@@ -181,10 +181,11 @@ def check_session_state_restored(events: list[Event]) -> Verdict:
             evidence += [s.index, r.index]
     details = {"settings": len(sets), "broken": broken, "not_read": missing, "kinds": dict(kinds)}
     judged = len(sets) - missing
-    if judged == 0:
+    valid = tally(judged, broken)
+    if valid == UNKNOWN:
         return Verdict("PER-2", UNKNOWN, expected=expected,
                        observed=f"none of {len(sets)} setting(s) was read back after the switchover", details=details)
-    if broken:
+    if valid is False:
         return Verdict("PER-2", False, expected=expected,
                        observed=f"{len(broken)} of {judged} setting(s) not restored: " + "; ".join(broken[:4]),
                        evidence=evidence[:40], details=details)
@@ -275,10 +276,11 @@ def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0,
             else:
                 good += 1
     details = {"judged": judged, "good": good, "bad": bad[:50], "outcomes": outcomes}
-    if judged == 0:
+    valid = tally(judged, bad)
+    if valid == UNKNOWN:
         return Verdict("PER-3", UNKNOWN, expected=expected, observed="no session was observed after the switchover",
                        details=details)
-    if bad:
+    if valid is False:
         return Verdict("PER-3", False, expected=expected,
                        observed=f"{len(bad)} of {judged} session(s) wrong ({'; '.join(outcomes)}): "
                                 + "; ".join(bad[:3]),
@@ -341,11 +343,12 @@ def _judge_cases(rule: str, view: View, expected: str, cases_of: Any, drain_wind
     details = {"judged": judged, "good": good, "not_judged": skipped, "bad": bad[:50], "ok": summary[:50]}
     if not view.switchovers:
         return _no_switchover(rule, expected)
-    if judged == 0:
+    valid = tally(judged, bad)
+    if valid == UNKNOWN:
         return Verdict(rule, UNKNOWN, expected=expected,
                        observed="no session in the rule's condition could be judged at the switchover", details=details)
     first = view.switchovers[0].start.index
-    if bad:
+    if valid is False:
         return Verdict(rule, False, expected=expected,
                        observed=f"{len(bad)} of {judged} session(s) wrong: " + "; ".join(bad[:3]),
                        evidence=[first] + evidence[:30], details=details)
@@ -475,11 +478,12 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
                            "closed in time")
                 evidence.append(running.invoke.index)
     details = {"judged": judged, "good": good, "bad": bad[:50], "removals": [r.node for r in removals]}
-    if judged == 0:
+    valid = tally(judged, bad)
+    if valid == UNKNOWN:
         return Verdict("PER-9", UNKNOWN, expected=expected,
                        observed="no session was on the removed node and nothing ran after the removal", details=details)
     first = [r.start.index for r in removals]
-    if bad:
+    if valid is False:
         return Verdict("PER-9", False, expected=expected,
                        observed=f"{len(bad)} of {judged} observation(s) wrong: " + "; ".join(bad[:3]),
                        evidence=first + evidence[:30], details=details)
@@ -543,11 +547,12 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
                 judged -= 1  # neither used after the removal nor lost: nothing observed
                 per_kind[kind] -= 1
     details = {"judged": judged, "good": good, "bad": bad[:50], "by_kind": dict(per_kind)}
-    if judged == 0:
+    valid = tally(judged, bad)
+    if valid == UNKNOWN:
         return Verdict("PER-10", UNKNOWN, expected=expected,
                        observed="no idle session on a removed node was used again", details=details)
     first = [r.start.index for r in removals]
-    if bad:
+    if valid is False:
         return Verdict("PER-10", False, expected=expected,
                        observed=f"{len(bad)} of {judged} session(s) wrong: " + "; ".join(bad[:3]),
                        evidence=first + evidence[:30], details=details)
