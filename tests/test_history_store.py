@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.errors import ConfigError
 from harness.history import Event, History, HistoryWriter, load_jsonl, read_jsonl, save_jsonl
-from harness.secrets import redact_data
+from harness.redact import redact_data
 
 
 def _sample() -> History:

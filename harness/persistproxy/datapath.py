@@ -20,7 +20,7 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 
 from . import protocol as pq
 from .backend import BackConn

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 
 from . import protocol as pq
 from .backend import (
@@ -36,9 +36,9 @@ from .backend import (
     send_cancel,
 )
 from .closing import ADMIN_SHUTDOWN, CANNOT_CONNECT_NOW, CONNECTION_FAILURE, PROTOCOL_VIOLATION, SessionClosed
+from .pre_attach import WarmSet
 from .scram import ScramVerifier
 from .session import CLUSTER, READONLY_ENDPOINTS, Session
-from .warm import WarmSet
 
 __all__ = ["ADMIN_SHUTDOWN", "CANNOT_CONNECT_NOW", "CLUSTER", "CONNECTION_FAILURE", "PROTOCOL_VIOLATION",
            "READONLY_ENDPOINTS", "PersistentProxy", "ProxyConfig", "Session", "SessionClosed"]
@@ -719,7 +719,7 @@ class PersistentProxy:
 
     async def prepare(self, address: Address) -> dict[str, Any]:
         """Pre-attach for a planned switchover to ``address`` - the hot standby about to be promoted
-        (issue 15 stall, :mod:`.warm`): log in there once per session now, in the background (the
+        (issue 15 stall, :mod:`.pre_attach`): log in there once per session now, in the background (the
         clients still run), and replay each kept session's state there (PER-2) as soon as the drain
         has fixed it, so that :meth:`resume` on that address only swaps the connections in. Called
         before :meth:`drain` (or after it: then the replays start at once). Sessions of read-only

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 
 from . import protocol as pq
 from .backend import Address, BackConn, BackendError, connect_backend
@@ -368,7 +368,7 @@ class Session(SessionDataPath):
     async def reattach(self, deadline: float, address: Address | None = None, check: bool = False,
                        on_login: Callable[[], None] | None = None) -> None:
         """Re-open the back connection on the (new) principal and replay state (PER-1, PER-2); a
-        connection pre-attached to ``address`` during the drain (:mod:`.warm`) is taken as it is.
+        connection pre-attached to ``address`` during the drain (:mod:`.pre_attach`) is taken as it is.
         ``check``, ``on_login``: see :meth:`_attach` (``on_login`` is called in every case)."""
         called = False
 

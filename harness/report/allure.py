@@ -10,7 +10,7 @@ does nothing Allure-specific. Labels for a test citing ``@pytest.mark.rule("MIR-
 * a link per rule to its text (``docs/rules.md#mir-5``, generated from the RULEBOOK).
 
 No password reaches the results folder (issue 17): the harness's own attachments are redacted with
-:func:`harness.secrets.redact_data` / :func:`~harness.secrets.redact` before they are attached, and
+:func:`harness.redact.redact_data` / :func:`~harness.redact.redact` before they are attached, and
 :func:`install_redaction` makes every result, container and attachment allure-pytest itself writes
 (exception messages, traces, captured output and logs) pass through the same function.
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.redact import MASK, SECRET_FIELD, redact, redact_data
 from harness.rules.verdict import Verdict, VerdictUnknown, assert_verdict
-from harness.secrets import MASK, SECRET_FIELD, redact, redact_data
 
 PROFILE_EPICS: dict[str, str] = {
     "MIR": "Mirroring (SQL Server)",
@@ -556,7 +556,7 @@ def toxiproxy_version() -> tuple[str, str | None]:
     """(kind, version) of the fault proxy the selection order would pick (``TOXIPROXY_URL``, else a
     ``toxiproxy-server`` via ``TOXIPROXY_SERVER_BIN`` or PATH, else the embedded server); a run's
     topology fixtures replace it with the server they actually started."""
-    from harness.toxiproxy.select import planned_choice
+    from harness.toxiproxy.server_choice import planned_choice
 
     kind, where = planned_choice()
     if kind == "spawned":

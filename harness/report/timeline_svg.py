@@ -41,7 +41,7 @@ from harness.history.timeline import (
     coerce_events,
     conn_outcome,
 )
-from harness.secrets import redact
+from harness.redact import redact
 
 WIDTH = 1200
 LABEL_W = 190

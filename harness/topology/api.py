@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InvalidOperation
-from harness.secrets import redact
+from harness.redact import redact
 from harness.topology.engine import Engine
 from harness.topology.links import Address, Links
 

@@ -48,7 +48,7 @@ from typing import Any
 import psycopg
 
 from harness.errors import ConfigError, HarnessError, InvalidOperation, TopologyError
-from harness.secrets import remember
+from harness.redact import remember
 from harness.topology.process import database_user
 
 SCHEMES = ("http", "https")

@@ -24,7 +24,6 @@ from harness.ports import allocate_port, hand_over, holder, release_port, retry_
 from harness.topology import api, preflight
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
-from harness.topology.held import HeldAdmin
 from harness.topology.links import Address, DirectLinks, Links
 from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
@@ -54,6 +53,7 @@ from harness.topology.state import (
     ProcessRecord,
     RunState,
 )
+from harness.topology.switchover_sessions import HeldAdmin
 
 TOPOLOGIES = {"pg-pair": 2, "pg-group3": 3, "mariadb-pair": 2, "mariadb-group3": 3}
 #: The engine class of a saved run's ``engine`` name (:meth:`LocalTopology.attach`).
@@ -486,7 +486,7 @@ class LocalTopology(Topology):
         the fast stop of the switchover to ``target`` (default: the mirror) writes a short shutdown
         checkpoint while its clients wait (issue 15). Engines that can reuse admin sessions keep that
         one open for the switchover's streaming pre-check, and, with hot-standby mirrors, one to the
-        node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.held`): no
+        node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.switchover_sessions`): no
         login while the clients are drained. A principal that is not running or refuses is left to the
         switchover."""
         with self._local, locked(self.path):

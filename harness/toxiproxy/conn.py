@@ -9,7 +9,7 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.link import STREAM_LIMIT, Link
 from harness.toxiproxy.models import split_hostport
 

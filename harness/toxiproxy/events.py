@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.models import ConnEvent
 
 log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (issue 17)

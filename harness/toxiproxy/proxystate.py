@@ -7,7 +7,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.conn import Conn
 from harness.toxiproxy.limits import ApiError, is_loopback, json_number, parse_listen
 from harness.toxiproxy.link import STREAM_LIMIT

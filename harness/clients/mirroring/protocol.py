@@ -32,8 +32,8 @@ from typing import Any, Protocol, runtime_checkable
 from harness.errors import ConnectionLostError as ConnectionLostError  # re-exported
 from harness.errors import ConnectionOpenError as ConnectionOpenError
 from harness.errors import MirroringClientError as MirroringClientError
+from harness.redact import redact as redact  # the one redaction (re-exported for adapters)
 from harness.rules.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
-from harness.secrets import redact as redact  # the one redaction (re-exported for adapters)
 
 #: Outcomes of one attempt (``attempt.end`` ``outcome``).
 OUTCOMES = ("opened", "refused", "timeout", "reset", "inactive", "error", "aborted")
