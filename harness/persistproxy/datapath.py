@@ -403,7 +403,7 @@ class SessionDataPath:
         self._end()
 
     def _lazy_parses(self, t: int, message: bytes, missing: set[str]) -> bytes:
-        """Lazy re-prepare (PER-2, issue 15 stall): the Parse messages to send on this back connection
+        """Lazy re-prepare (PER-2, the switchover stall): the Parse messages to send on this back connection
         before the client's ``message`` so that every prepared statement it may name exists there -
         the one a Bind or Describe names; all of them before a Parse or Query whose SQL may name
         them (EXECUTE, DEALLOCATE, ``pg_prepared_statements``). A Close or a new Parse of a name
@@ -448,7 +448,7 @@ class SessionDataPath:
 
     def _stream_rest(self, data: bytes) -> bytes:
         """Relay the next bytes of a large CopyData/Bind/FunctionCall message to the back connection
-        as they arrive, never holding more than one read chunk (issue 17: bounded memory); returns
+        as they arrive, never holding more than one read chunk (bounded memory); returns
         what follows the message."""
         take = data if len(data) <= self.front_rest else data[:self.front_rest]
         self.front_rest -= len(take)
@@ -508,7 +508,7 @@ class SessionDataPath:
 
 def _check_front_header(t: int, length: int, limit: int) -> None:
     """Refuse a frontend message of an unknown type, an impossible length or one above
-    ``max_message_size`` (issue 17) with a :class:`ProtocolError` naming the problem."""
+    ``max_message_size`` (bounded memory) with a :class:`ProtocolError` naming the problem."""
     if t not in _FRONT_TYPES:
         raise pq.ProtocolError(f"unexpected message type {chr(t)!r}")
     name = pq.FRONT_NAMES[t]

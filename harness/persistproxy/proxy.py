@@ -83,13 +83,14 @@ class ProxyConfig:
     ``lazy_prepare``: after a re-attach, send each protocol-level prepared statement's Parse only
     just before the client's first message that names it (Bind, Describe; all of them before SQL
     that may name them: EXECUTE, DEALLOCATE, ``pg_prepared_statements``), instead of all of them in
-    the replay (issue 15 stall: sysbench prepares ~180 statements per session). Off: all at once.
+    the replay (the switchover stall, docs/persistent-proxy.md: sysbench prepares ~180 statements per session). Off:
+    all at once.
     ``pre_attach``: let :meth:`PersistentProxy.prepare` open the sessions' next back connections on
     the node about to be promoted while the switchover runs (one extra login per session there,
-    briefly; issue 15 stall). Off: every session re-attaches after the promotion.
+    briefly; the switchover stall, docs/persistent-proxy.md). Off: every session re-attaches after the promotion.
     ``release_after_logins``: at a resume, the held statements go on once every kept session's
     login on the new principal is done (each still waits for its own session's replay), or after
-    this many seconds at most (issue 15 stall: a session released while the others still log in
+    this many seconds at most (the switchover stall: a session released while the others still log in
     runs its workload against their logins for the same cores). 0: each as soon as its own session
     is re-attached.
     """
@@ -119,9 +120,10 @@ class ProxyConfig:
     readonly_resolver: Callable[[], Any] | None = None  # PER-9: the read-only nodes now
     endpoints: Sequence[tuple[str, Address]] = ()  # PER-10: extra listeners (kind, address)
     removal_window: float = 60.0  # PER-9: how long a query running on a removed node may take
-    # issue 15, a process per core (harness.persistproxy.workers): this proxy is worker ``worker`` of
-    # ``workers``; ``sockets`` are listening sockets made by the supervisor (listen, then one per
-    # endpoint) used instead of binding; ``cancel_forward(owner, pid, secret)`` hands a CancelRequest
+    # a process per core (harness.persistproxy.workers; docs/persistent-proxy.md, Worker processes):
+    # this proxy is worker ``worker`` of ``workers``; ``sockets`` are listening sockets made by the
+    # supervisor (listen, then one per endpoint) used instead of binding;
+    # ``cancel_forward(owner, pid, secret)`` hands a CancelRequest
     # whose key another worker issued to that worker.
     worker: int = 0
     workers: int = 1
@@ -401,7 +403,7 @@ class PersistentProxy:
     def allowed_principals(self) -> list[Address]:
         """The addresses an admin ``POST /resume`` may name: the configured ``candidates`` and
         ``allowed_principals`` - asked now when it is a callable (the topology's nodes as they are:
-        one added later is allowed), only the candidates when that fails (issue 17: the proxy logs
+        one added later is allowed), only the candidates when that fails (no password in any output: the proxy logs
         in there with its real credentials, so the list never widens beyond the nodes)."""
         extra: Any = self.config.allowed_principals
         if callable(extra):
@@ -599,7 +601,7 @@ class PersistentProxy:
 
     async def principal_at_login(self, back: BackConn, address: Address, deadline: float) -> bool:
         """Whether the server ``back`` just logged in to is out of recovery (PER-1 resume without a
-        probe login, issue 15 stall): its ``in_hot_standby`` report (PostgreSQL 14 and later), else
+        probe login, the switchover stall): its ``in_hot_standby`` report (PostgreSQL 14 and later), else
         one query on ``back``. A server still in recovery is then waited for by one shared probe
         loop per address (not by every session's logins) until it is promoted or ``deadline``; False
         tells the caller to log in again."""
@@ -689,7 +691,7 @@ class PersistentProxy:
             # release the held statements once every login is done (bounded): each still waits for
             # its own session's replay (it takes the session's back_lock first), not for every
             # session's; released earlier, sessions run their workload against the others' logins
-            # for the same cores (PER-1 stall, issue 15: the last re-attach took up to 0.56 s so, 0.14 s not)
+            # for the same cores (PER-1 stall: the last re-attach took up to 0.56 s so, 0.14 s not)
             if cfg.release_after_logins > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(logins_done.wait(), cfg.release_after_logins)
@@ -719,7 +721,7 @@ class PersistentProxy:
 
     async def prepare(self, address: Address) -> dict[str, Any]:
         """Pre-attach for a planned switchover to ``address`` - the hot standby about to be promoted
-        (issue 15 stall, :mod:`.pre_attach`): log in there once per session now, in the background (the
+        (the switchover stall, :mod:`.pre_attach`): log in there once per session now, in the background (the
         clients still run), and replay each kept session's state there (PER-2) as soon as the drain
         has fixed it, so that :meth:`resume` on that address only swaps the connections in. Called
         before :meth:`drain` (or after it: then the replays start at once). Sessions of read-only

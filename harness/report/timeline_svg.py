@@ -640,7 +640,7 @@ def _num(value: Any) -> str:
 
 def _serialise(root: ET.Element) -> str:
     """The SVG text of ``root`` with every text, tail and attribute redacted (no password in a
-    timeline, issue 17: hover texts quote event fields such as ``error``)."""
+    timeline: hover texts quote event fields such as ``error``)."""
     for node in root.iter():
         node.text, node.tail = redact(node.text), redact(node.tail)
         for key, value in node.attrib.items():
@@ -658,7 +658,7 @@ def render_svg(history_or_events: History | Iterable[Event] | Iterable[Mapping[s
     ``evidence`` (event indices, e.g. of a violated verdict) outlines the bars drawn from those events
     in red and marks each evidence event on an *Evidence* band.
     An empty history gives a small picture saying so. Serves every rule indirectly: it is the picture
-    attached to each suite test next to the history. No password reaches the picture (issue 17)."""
+    attached to each suite test next to the history. No password reaches the picture."""
     events, meta_d = coerce_events(history_or_events, meta)
     if not events:
         root = ET.Element("svg", {"xmlns": "http://www.w3.org/2000/svg", "width": str(WIDTH),

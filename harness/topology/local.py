@@ -121,8 +121,9 @@ class Node(api.Node):
         return f"host={host} port={port} dbname={dbname} user={user} password={password}{extra}"
 
     def public_dsn(self, direct: bool = False) -> str:
-        """The test login's connection string as it may be printed or saved (issue 17): the password
-        file (``passfile=``, mode 0600) instead of the password; libpq and psql accept it as it is."""
+        """The test login's connection string as it may be printed or saved (no password in any
+        output): the password file (``passfile=``, mode 0600) instead of the password; libpq and psql
+        accept it as it is."""
         creds = self._topology.engine.credentials
         host, port = self.server_address if direct else self.client_address
         secret = f"passfile={creds.passfile}" if creds.passfile else "password=***"
@@ -477,16 +478,16 @@ class LocalTopology(Topology):
         the old principal is rewound and rejoins as its mirror; other standbys follow. Returns when all
         of that is done. ``on_writable`` is called as soon as the new principal accepts writes with its
         principal configuration (``switchover.writable``), while the rest goes on - where coordinated
-        clients are resumed (PER-1/PER-4, issue 15); if it raises, the switchover still completes and
+        clients are resumed (PER-1/PER-4, the switchover stall); if it raises, the switchover still completes and
         the error is raised afterwards."""
         return self._operation("switchover", None, lambda: self._switchover(target, on_writable))
 
     def prepare_switchover(self, target: str | None = None) -> None:
         """CHECKPOINT on the running principal (not an operation: no state change, no event), so that
         the fast stop of the switchover to ``target`` (default: the mirror) writes a short shutdown
-        checkpoint while its clients wait (issue 15). Engines that can reuse admin sessions keep that
-        one open for the switchover's streaming pre-check, and, with hot-standby mirrors, one to the
-        node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.switchover_sessions`): no
+        checkpoint while its clients wait (the switchover stall, docs/persistent-proxy.md). Engines that can reuse
+        admin sessions keep that one open for the switchover's streaming pre-check, and, with hot-standby mirrors, one
+        to the node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.switchover_sessions`): no
         login while the clients are drained. A principal that is not running or refuses is left to the
         switchover."""
         with self._local, locked(self.path):
@@ -663,7 +664,8 @@ class LocalTopology(Topology):
 
     def _move_port(self, name: str, exc: BaseException) -> None:
         """The node's server could not bind its port (taken meanwhile by another program): give it a
-        new port, re-point what leads to it, record ``node.port_retry`` and start it again (issue 17)."""
+        new port, re-point what leads to it, record ``node.port_retry`` and start it again (a port taken meanwhile is
+        not a test failure)."""
         s = self._node_state(name)
         keeper = holder(s.port)  # a detached run's reaper holds its reservations: it gets the new one too
         old, new = s.port, allocate_port()
@@ -807,8 +809,8 @@ class LocalTopology(Topology):
 
     def _writable(self, new: str, old: str, on_writable: Callable[[], None] | None) -> BaseException | None:
         """The new principal accepts writes: publish the roles (the run state, for other processes'
-        resolvers), record ``switchover.writable`` and call ``on_writable`` (issue 15). Returns what it
-        raised, for :meth:`_switchover` to raise once the old principal has rejoined."""
+        resolvers), record ``switchover.writable`` and call ``on_writable`` (the switchover stall).
+        Returns what it raised, for :meth:`_switchover` to raise once the old principal has rejoined."""
         save_state(self.path, self._state)
         self._emit("switchover.writable", node=new, old_principal=old)
         if on_writable is None:
