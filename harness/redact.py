@@ -186,8 +186,8 @@ def protect_logger(logger: logging.Logger) -> logging.Logger:
 
 def write_private_file(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` readable by its owner only (mode 0600 from the first byte, then
-    renamed into place): how a password reaches another process (never on a command line: a 0600 file or the
-    environment, never a command line). Returns ``path``."""
+    renamed into place): how a password reaches another process (a 0600 file or the environment,
+    never a command line). Returns ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.unlink(missing_ok=True)
