@@ -18,7 +18,8 @@ from harness.clients.icm.reference import ReferenceRouter
 from harness.errors import ConfigError
 from harness.history.core import History
 from harness.rules.icm import check_port_probe
-from harness.topology.icm import HistoryRelay, IcmCluster
+from harness.topology.icm import IcmCluster
+from harness.topology.icm_relay import HistoryRelay
 from harness.topology.local import LocalPair
 from harness.topology.process import pid_alive
 from harness.topology.run import load_state
