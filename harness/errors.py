@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import redact
+from harness.redact import redact
 
 if TYPE_CHECKING:
     from harness.rules.verdict import Verdict
@@ -32,7 +32,7 @@ def _redacted(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 class HarnessError(Exception):
     """Base of every failure of the harness itself (never a rule violation, OBS-1). Its message
-    never holds a password (every error message goes through :func:`harness.secrets.redact`)."""
+    never holds a password (every error message goes through :func:`harness.redact.redact`)."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*_redacted(args))

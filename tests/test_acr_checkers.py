@@ -14,19 +14,21 @@ from harness.errors import ConfigError
 from harness.history.core import Event, History
 from harness.rules import registry
 from harness.rules.acr import (
-    check_acr_1,
-    check_acr_2,
-    check_acr_3,
-    check_acr_4,
-    check_acr_5,
-    check_acr_6,
-    check_acr_7,
-    check_acr_8,
-    check_acr_9,
+    check_commit_after_fetch_fails_over,
+    check_group_address_tried_last,
+    check_later_failure_rolls_back,
+    check_no_transport_before_first_statement,
+    check_reason_codes,
+    check_reroute_by_server_list,
+    check_seamless_statement_replay,
+    check_timeout_failure_codes,
+    check_unreusable_transport_error,
 )
 
-ALL = (check_acr_1, check_acr_2, check_acr_3, check_acr_4, check_acr_5, check_acr_6, check_acr_7, check_acr_8,
-       check_acr_9)
+ALL = (check_reroute_by_server_list, check_seamless_statement_replay, check_later_failure_rolls_back,
+       check_unreusable_transport_error, check_commit_after_fetch_fails_over, check_group_address_tried_last,
+       check_no_transport_before_first_statement, check_reason_codes,
+       check_timeout_failure_codes)
 
 
 class H:
@@ -188,26 +190,26 @@ def test_every_acr_rule_is_registered() -> None:
 
 
 def test_acr2_kept_when_the_first_statement_is_rerun_after_the_replay() -> None:
-    v = check_acr_2(_first_statement_case().events())
+    v = check_seamless_statement_replay(_first_statement_case().events())
     assert v.valid is True, v.summary
 
 
 def test_acr2_violated_when_the_error_reaches_the_application() -> None:
-    v = check_acr_2(_first_statement_case(seamless=False).events())
+    v = check_seamless_statement_replay(_first_statement_case(seamless=False).events())
     assert v.valid is False and "Sql30081N" in v.observed and v.evidence
 
 
 @pytest.mark.parametrize("replay", [[], SETS[:1], list(reversed(SETS))], ids=["none", "one", "reversed"])
 def test_acr2_violated_when_the_registers_are_not_replayed_in_order(replay: list[str]) -> None:
-    v = check_acr_2(_first_statement_case(replay=replay).events())
+    v = check_seamless_statement_replay(_first_statement_case(replay=replay).events())
     assert v.valid is False and "SETs" in v.observed
 
 
 def test_acr2_unknown_without_a_failed_first_statement_and_in_non_seamless_mode() -> None:
-    assert check_acr_2(_prologue().events()).valid == "unknown"
-    assert check_acr_2(_first_statement_case().events(), mode="non-seamless").valid == "unknown"
+    assert check_seamless_statement_replay(_prologue().events()).valid == "unknown"
+    assert check_seamless_statement_replay(_first_statement_case().events(), mode="non-seamless").valid == "unknown"
     with pytest.raises(ConfigError):
-        check_acr_2(_first_statement_case().events(), mode="sometimes")
+        check_seamless_statement_replay(_first_statement_case().events(), mode="sometimes")
 
 
 # ---------------------------------------------------------------------- ACR-1 (member order, hypothesis)
@@ -220,12 +222,12 @@ def test_acr1_first_reroute_goes_to_the_highest_weight(weights: list[int], to: s
     h = _first_statement_case(to=to, weights=w)  # type: ignore[arg-type]
     others = {"m2": w[1], "m3": w[2]}
     best = max(others, key=lambda n: others[n])
-    v = check_acr_1(h.events())
+    v = check_reroute_by_server_list(h.events())
     assert v.valid is (to == best), (w, to, v.summary)
 
 
 def test_acr1_unknown_without_a_reroute() -> None:
-    assert check_acr_1(_prologue().events()).valid == "unknown"
+    assert check_reroute_by_server_list(_prologue().events()).valid == "unknown"
 
 
 # ---------------------------------------------------------------------- ACR-3 and ACR-8 (reason code 2)
@@ -251,25 +253,25 @@ def _later_statement_case(outcome: str = "08506", replay: bool = True, rc: int =
 
 
 def test_acr3_kept_with_sql30108n_after_reconnect_and_replay() -> None:
-    assert check_acr_3(_later_statement_case().events()).valid is True
+    assert check_later_failure_rolls_back(_later_statement_case().events()).valid is True
 
 
 @pytest.mark.parametrize("outcome", ["ok", "08001"])
 def test_acr3_violated_by_a_silent_rerun_or_the_wrong_error(outcome: str) -> None:
-    v = check_acr_3(_later_statement_case(outcome).events())
+    v = check_later_failure_rolls_back(_later_statement_case(outcome).events())
     assert v.valid is False and v.evidence
 
 
 def test_acr3_violated_without_a_reconnect_before_the_error() -> None:
-    v = check_acr_3(_later_statement_case(replay=False).events())
+    v = check_later_failure_rolls_back(_later_statement_case(replay=False).events())
     assert v.valid is False and "without a reconnect" in v.observed
 
 
 def test_acr8_reason_code_2_and_the_failed_member_not_reused() -> None:
-    assert check_acr_8(_later_statement_case().events()).valid is True
-    v = check_acr_8(_later_statement_case(rc=4).events())
+    assert check_reason_codes(_later_statement_case().events()).valid is True
+    v = check_reason_codes(_later_statement_case(rc=4).events())
     assert v.valid is False and "reason code 4" in v.observed
-    v = check_acr_8(_later_statement_case(back_to_m1=True).events())
+    v = check_reason_codes(_later_statement_case(back_to_m1=True).events())
     assert v.valid is False and "went back" in v.observed
 
 
@@ -295,13 +297,13 @@ def _held_cursor_case(outcome: str = "08001", replay: list[str] | None = None) -
 
 
 def test_acr4_kept_with_sql30081n_and_registers_of_the_last_commit() -> None:
-    assert check_acr_4(_held_cursor_case().events()).valid is True
+    assert check_unreusable_transport_error(_held_cursor_case().events()).valid is True
 
 
 def test_acr4_violated_by_sql30108n_or_registers_of_the_failed_transaction() -> None:
-    v = check_acr_4(_held_cursor_case("08506").events())
+    v = check_unreusable_transport_error(_held_cursor_case("08506").events())
     assert v.valid is False and "WITH HOLD" in v.observed
-    v = check_acr_4(_held_cursor_case(replay=[*SETS, "SET work_mem = '8MB'"]).events())
+    v = check_unreusable_transport_error(_held_cursor_case(replay=[*SETS, "SET work_mem = '8MB'"]).events())
     assert v.valid is False and "last COMMIT" in v.observed
 
 
@@ -313,7 +315,7 @@ def test_acr4_closed_cursor_makes_the_transport_reusable_again() -> None:
     h.kill("m1")
     op, value = h.stmt("SELECT 2", 3, 1, server=False)
     h.fail(op, "execute", value, sqlstate="08506", reason_code=2)
-    assert check_acr_4(h.events()).valid == "unknown"
+    assert check_unreusable_transport_error(h.events()).valid == "unknown"
 
 
 # ---------------------------------------------------------------------- ACR-5
@@ -339,19 +341,19 @@ def _commit_case(declare: bool = False, ok: bool = True, write: bool = False, ve
 
 @pytest.mark.parametrize("verb", ["commit", "rollback"])
 def test_acr5_seamless_commit_or_rollback_after_full_fetch(verb: str) -> None:
-    assert check_acr_5(_commit_case(verb=verb).events()).valid is True
-    v = check_acr_5(_commit_case(ok=False, verb=verb).events())
+    assert check_commit_after_fetch_fails_over(_commit_case(verb=verb).events()).valid is True
+    v = check_commit_after_fetch_fails_over(_commit_case(ok=False, verb=verb).events())
     assert v.valid is False and "fully fetched" in v.observed
 
 
 def test_acr5_a_declared_cursor_makes_it_non_seamless() -> None:
-    assert check_acr_5(_commit_case(declare=True, ok=False).events()).valid is True
-    v = check_acr_5(_commit_case(declare=True, ok=True).events())
+    assert check_commit_after_fetch_fails_over(_commit_case(declare=True, ok=False).events()).valid is True
+    v = check_commit_after_fetch_fails_over(_commit_case(declare=True, ok=True).events())
     assert v.valid is False and "DECLARE" in v.observed
 
 
 def test_acr5_does_not_judge_the_commit_of_a_writing_transaction() -> None:
-    assert check_acr_5(_commit_case(write=True, ok=False).events()).valid == "unknown"
+    assert check_commit_after_fetch_fails_over(_commit_case(write=True, ok=False).events()).valid == "unknown"
 
 
 # ---------------------------------------------------------------------- ACR-6 (attempt order, hypothesis)
@@ -375,7 +377,7 @@ def test_acr6_group_address_only_after_every_running_member(order: list[str], m3
     h.heal()
     tried = order[: order.index("group") + 1] if "group" in order else order
     group_before_m3 = m3_up and order.index("group") < order.index("m3")
-    v = check_acr_6(h.events())
+    v = check_group_address_tried_last(h.events())
     if "group" not in tried or (m3_up and order.index("m3") < order.index("group")):
         assert v.valid == "unknown" or v.valid is True
     else:
@@ -391,7 +393,7 @@ def test_acr6_violated_when_giving_up_without_the_group_address() -> None:
     h.transport("m3", refused=True)
     h.fail(op, "execute", value, sqlstate="08001")
     h.heal()
-    v = check_acr_6(h.events())
+    v = check_group_address_tried_last(h.events())
     assert v.valid is False and "without trying the group-wide address" in v.observed
 
 
@@ -403,7 +405,7 @@ def test_acr6_unknown_when_refused_connects_were_not_observable() -> None:
     op, value = h.stmt("SELECT 2", 1, 0, server=False)
     h.transport("group")
     h.ok(op, "execute", value)
-    assert check_acr_6(h.events()).valid == "unknown"
+    assert check_group_address_tried_last(h.events()).valid == "unknown"
 
 
 # ---------------------------------------------------------------------- ACR-7
@@ -438,19 +440,19 @@ def _lazy_case(eager_connect: bool = False, eager_reconnect: bool = False, repla
 
 
 def test_acr7_kept_by_a_lazy_client() -> None:
-    assert check_acr_7(_lazy_case().events()).valid is True
+    assert check_no_transport_before_first_statement(_lazy_case().events()).valid is True
 
 
 @pytest.mark.parametrize("kw", [{"eager_connect": True}, {"eager_reconnect": True}], ids=["connect", "reconnect"])
 def test_acr7_violated_by_an_eager_transport(kw: dict[str, bool]) -> None:
-    v = check_acr_7(_lazy_case(**kw).events())
+    v = check_no_transport_before_first_statement(_lazy_case(**kw).events())
     assert v.valid is False and "opened a transport" in v.observed
 
 
 def test_acr7_violated_when_the_new_transport_lacks_the_commit_point_registers() -> None:
-    v = check_acr_7(_lazy_case(replay=[]).events())
+    v = check_no_transport_before_first_statement(_lazy_case(replay=[]).events())
     assert v.valid is False and "last COMMIT point" in v.observed
-    assert check_acr_7(_lazy_case().events(), mode="seamless").valid == "unknown"
+    assert check_no_transport_before_first_statement(_lazy_case().events(), mode="seamless").valid == "unknown"
 
 
 # ---------------------------------------------------------------------- ACR-8 (reason code 4, alternate)
@@ -475,8 +477,8 @@ def _alternate_case(rc_second: int = 4, to: str = "a1") -> H:
 
 
 def test_acr8_reason_codes_2_then_4_then_the_alternate_group() -> None:
-    assert check_acr_8(_alternate_case().events()).valid is True
-    v = check_acr_8(_alternate_case(rc_second=2).events())
+    assert check_reason_codes(_alternate_case().events()).valid is True
+    v = check_reason_codes(_alternate_case(rc_second=2).events())
     assert v.valid is False and "no member of the primary group" in v.observed
 
 
@@ -498,7 +500,8 @@ def _timeout_case(took: float, failure_code: int = 2, sqlstate: str = "08506", c
 @settings(max_examples=60, deadline=None)
 @given(st.floats(0.2, 5.0), st.floats(0.0, 6.0), st.floats(0.0, 2.0), st.sampled_from([1, 2, 3, 4]))
 def test_acr9_timeout_schedule(timeout: float, took: float, tolerance: float, fc: int) -> None:
-    v = check_acr_9(_timeout_case(took, failure_code=fc).events(), receive_timeout=timeout, tolerance=tolerance)
+    v = check_timeout_failure_codes(_timeout_case(took, failure_code=fc).events(), receive_timeout=timeout,
+                                    tolerance=tolerance)
     in_time = took <= timeout + tolerance + 0.002  # the synthetic invoke / fail spacing
     if fc == 4:
         assert v.valid is False
@@ -509,11 +512,11 @@ def test_acr9_timeout_schedule(timeout: float, took: float, tolerance: float, fc
 
 
 def test_acr9_interrupt_needs_failure_code_4_and_any_other_error_breaks_it() -> None:
-    assert check_acr_9(_timeout_case(0.5, failure_code=4, cancel=True).events()).valid is True
-    v = check_acr_9(_timeout_case(0.5, failure_code=2, cancel=True).events())
+    assert check_timeout_failure_codes(_timeout_case(0.5, failure_code=4, cancel=True).events()).valid is True
+    v = check_timeout_failure_codes(_timeout_case(0.5, failure_code=2, cancel=True).events())
     assert v.valid is False and "interrupt" in v.observed
-    v = check_acr_9(_timeout_case(4.0, sqlstate="08001").events(), query_timeout=1.0)
+    v = check_timeout_failure_codes(_timeout_case(4.0, sqlstate="08001").events(), query_timeout=1.0)
     assert v.valid is False and "Sql30081N" in v.observed
-    assert check_acr_9(_prologue().events(), receive_timeout=1.0).valid == "unknown"
+    assert check_timeout_failure_codes(_prologue().events(), receive_timeout=1.0).valid == "unknown"
     with pytest.raises(ConfigError):
-        check_acr_9(_prologue().events(), tolerance=-1)
+        check_timeout_failure_codes(_prologue().events(), tolerance=-1)

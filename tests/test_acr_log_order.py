@@ -30,7 +30,7 @@ from test_acr_checkers import (  # the synthetic ACR histories of the checker te
 )
 
 from harness.history.core import Event
-from harness.rules.acr import check_acr_2
+from harness.rules.acr import check_seamless_statement_replay
 from harness.topology.serverlog import StatementLog
 
 # ---------------------------------------------------------------------- the histories judged
@@ -106,8 +106,8 @@ def test_every_burst_in_one_millisecond_keeps_and_breaks_as_before() -> None:
         events = h.events()
         assert _verdicts(_share_times(events, [True])) == _verdicts(events), name
     # the property is not vacuous: the cases keep and break ACR-2
-    assert check_acr_2(CASES["first-kept"].events()).valid is True
-    assert check_acr_2(_share_times(CASES["first-reversed"].events(), [True])).valid is False
+    assert check_seamless_statement_replay(CASES["first-kept"].events()).valid is True
+    assert check_seamless_statement_replay(_share_times(CASES["first-reversed"].events(), [True])).valid is False
 
 
 # ---------------------------------------------------------------------- StatementLog: any cut of reads

@@ -15,7 +15,7 @@ from test_acr_checkers import SETS, H, _first_statement_case, _prologue
 
 from harness.history.store import save_jsonl
 from harness.rules import acr, registry
-from harness.rules.acr import check_acr_2, check_acr_6
+from harness.rules.acr import check_group_address_tried_last, check_seamless_statement_replay
 
 ADDRESSES = ("m1", "m2", "m3", "group")
 
@@ -39,7 +39,7 @@ def _ran_out(rounds: int, gap: float, *, group_last: bool = True) -> H:
 
 
 def test_acr2_schedule_kept_with_one_retry_after_the_interval() -> None:
-    v = check_acr_2(_ran_out(2, 0.2).events(), max_acr_retries=1, acr_retry_interval=0.2)
+    v = check_seamless_statement_replay(_ran_out(2, 0.2).events(), max_acr_retries=1, acr_retry_interval=0.2)
     assert v.valid is True, v.summary
 
 
@@ -50,23 +50,23 @@ def test_acr2_schedule_kept_with_one_retry_after_the_interval() -> None:
     (2, 3.0, "between two rounds"),  # far later than the interval
 ])
 def test_acr2_schedule_broken(rounds: int, gap: float, why: str) -> None:
-    v = check_acr_2(_ran_out(rounds, gap).events(), max_acr_retries=1, acr_retry_interval=0.2)
+    v = check_seamless_statement_replay(_ran_out(rounds, gap).events(), max_acr_retries=1, acr_retry_interval=0.2)
     assert v.valid is False and why in v.observed and v.evidence, v.summary
 
 
 def test_acr2_schedule_not_judged_without_its_parameters_or_the_capture() -> None:
-    assert check_acr_2(_ran_out(100, 0.2).events()).valid == "unknown"  # no schedule given
+    assert check_seamless_statement_replay(_ran_out(100, 0.2).events()).valid == "unknown"  # no schedule given
     h = H(capture=False)
     h.connect()
     for name in ADDRESSES:
         h.kill(name)
     op, value = h.stmt("SELECT 2", 1, 0, server=False)
     h.fail(op, "execute", value, sqlstate="08001")
-    assert check_acr_2(h.events(), max_acr_retries=1, acr_retry_interval=0.2).valid == "unknown"
+    assert check_seamless_statement_replay(h.events(), max_acr_retries=1, acr_retry_interval=0.2).valid == "unknown"
 
 
 def test_acr6_judged_on_a_reroute_and_broken_by_the_group_address_first() -> None:
-    kept = check_acr_6(_first_statement_case().events())
+    kept = check_group_address_tried_last(_first_statement_case().events())
     assert kept.valid is True, kept.summary
     h = _prologue()
     h.kill("m1")
@@ -75,7 +75,7 @@ def test_acr6_judged_on_a_reroute_and_broken_by_the_group_address_first() -> Non
     h.reconnect("group", SETS)  # the group-wide address before the running members m2, m3
     h.server("SELECT 2")
     h.ok(op, "execute", value)
-    v = check_acr_6(h.events())
+    v = check_group_address_tried_last(h.events())
     assert v.valid is False and "m2" in v.observed and "m3" in v.observed
 
 

@@ -1,6 +1,6 @@
 """Property-based fuzzing of the user-facing connection-string parser and of the
 redaction: random and mutated valid strings give a ConnectionSpec or a ConnectionStringError, nothing
-else; a generated password never survives :func:`harness.secrets.redact`, in any of the forms it is
+else; a generated password never survives :func:`harness.redact.redact`, in any of the forms it is
 written in, and never appears in what a mirroring client records of a refused string."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from harness.clients.mirroring.reference import ReferenceMirroringClient
 from harness.history.core import History
+from harness.redact import KNOWN_KEYS, redact
 from harness.rules.connstring import (
     ConnectionSpec,
     ConnectionStringError,
@@ -21,7 +22,6 @@ from harness.rules.connstring import (
     parse_address,
     parse_connection_string,
 )
-from harness.secrets import KNOWN_KEYS, redact
 from tests.test_connstring import _specs
 
 FUZZ = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -147,7 +147,7 @@ _MALFORMED = [_sqlserver_unquoted, _sqlserver_unclosed, _libpq_unquoted]
 
 def _ambiguous(pw: str) -> bool:
     """A raw (unquoted) password that itself starts the next key=value pair, or holds a line break or
-    a quote first: no grammar can tell where it ends (the module docstring of harness.secrets)."""
+    a quote first: no grammar can tell where it ends (the module docstring of harness.redact)."""
     return bool(_NEXT_PAIR.search(pw)) or "\n" in pw or "\r" in pw or pw[:1] in "\"'" or pw.startswith("***")
 
 

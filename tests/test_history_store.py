@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.errors import ConfigError
 from harness.history import Event, History, HistoryWriter, load_jsonl, read_jsonl, save_jsonl
-from harness.secrets import redact_data
+from harness.redact import redact_data
 
 
 def _sample() -> History:
@@ -170,6 +170,6 @@ def test_round_trip_of_arbitrary_json_fields(tmp_path: Path, records: list) -> N
     loaded = load_jsonl(save_jsonl(h, tmp_path / "prop.jsonl"))
     assert len(loaded) == len(h)
     for a, b in zip(loaded.events(), h.events(), strict=True):
-        # what is written is the event with its secrets masked (harness.secrets), everything else exact
+        # what is written is the event with its secrets masked (harness.redact), everything else exact
         assert (a.index, a.type, a.fields) == (b.index, b.type, redact_data(b.fields))
         assert a.t == b.t and not math.isnan(a.t)

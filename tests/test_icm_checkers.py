@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 from harness.errors import ConfigError
 from harness.rules import registry
 from harness.rules.icm import (
-    check_icm_1,
-    check_icm_2,
-    check_icm_3,
-    check_icm_4,
-    check_icm_5,
-    check_icm_6,
-    check_icm_7,
+    check_candidate_servers,
+    check_last_resort,
+    check_least_loaded,
+    check_no_transparent_failover,
+    check_port_probe,
+    check_server_availability,
+    check_server_exclusions,
 )
 from harness.topology.icm import availability_index
 from tests.support.icm_history import IcmHistory
@@ -28,16 +28,17 @@ def test_every_icm_rule_is_registered() -> None:
 def test_no_cluster_layout_is_unknown() -> None:
     from harness.history.core import History
 
-    assert all(c([]).valid == "unknown" for c in (check_icm_1, check_icm_3, check_icm_5, check_icm_7))
-    assert check_icm_1(History().events()).status == "unknown"
+    assert all(c([]).valid == "unknown" for c in (check_candidate_servers, check_port_probe, check_least_loaded,
+                                                  check_no_transparent_failover))
+    assert check_candidate_servers(History().events()).status == "unknown"
 
 
 def test_nothing_judged_is_unknown_not_a_pass() -> None:
     h = IcmHistory()
-    assert check_icm_5(h.events()).status == "unknown"
+    assert check_least_loaded(h.events()).status == "unknown"
     h.open(chosen="s1")
-    assert check_icm_6(h.events()).status == "unknown"  # an available server: nothing for the last resort
-    assert check_icm_7(h.events()).status == "unknown"
+    assert check_last_resort(h.events()).status == "unknown"  # an available server: nothing for the last resort
+    assert check_no_transparent_failover(h.events()).status == "unknown"
 
 
 # ---------------------------------------------------------------------------------------- ICM-1
@@ -45,21 +46,21 @@ def test_icm1_kept_and_broken_by_a_marked_replica() -> None:
     h = IcmHistory()
     h.mark("s1", "mail.nsf", "out-of-service")
     h.open(chosen="s2")
-    assert check_icm_1(h.events()).valid is True
+    assert check_candidate_servers(h.events()).valid is True
     h.open(chosen="s1")
-    v = check_icm_1(h.events())
+    v = check_candidate_servers(h.events())
     assert v.valid is False and "out-of-service" in v.observed and v.evidence
     h.mark("s1", "mail.nsf", None)
     h2 = IcmHistory()
     h2.mark("s2", "mail.nsf", "pending-delete")
     h2.open(chosen="s2")
-    assert "pending-delete" in check_icm_1(h2.events()).observed
+    assert "pending-delete" in check_candidate_servers(h2.events()).observed
 
 
 def test_icm1_broken_by_a_server_without_the_replica() -> None:
     h = IcmHistory()
     h.open("crm.nsf", chosen="s3")  # crm.nsf is on s1 and s2
-    v = check_icm_1(h.events())
+    v = check_candidate_servers(h.events())
     assert v.valid is False and "holds no replica" in v.observed
 
 
@@ -68,9 +69,9 @@ def test_icm1_every_replica_marked_needs_an_error() -> None:
     h.mark("s1", "crm.nsf", "out-of-service")
     h.mark("s2", "crm.nsf", "pending-delete")
     h.open("crm.nsf", chosen=None)
-    assert check_icm_1(h.events()).valid is True
+    assert check_candidate_servers(h.events()).valid is True
     h.open("crm.nsf", chosen="s2", redirect=False)
-    assert check_icm_1(h.events()).valid is False
+    assert check_candidate_servers(h.events()).valid is False
 
 
 # ---------------------------------------------------------------------------------------- ICM-2
@@ -79,9 +80,9 @@ def test_icm2_behaviour_busy_server_treated_as_available() -> None:
     h.state("s2", sessions=10, availability_threshold=95)  # index 90 < 95: BUSY
     h.state("s1", sessions=40)
     h.open(chosen="s1")
-    assert check_icm_2(h.events()).valid is True
+    assert check_server_availability(h.events()).valid is True
     h.open(chosen="s2", redirect=False)
-    v = check_icm_2(h.events())
+    v = check_server_availability(h.events())
     assert v.valid is False and "BUSY" in v.observed
 
 
@@ -91,10 +92,10 @@ def test_icm2_reported_states_must_match_the_thresholds() -> None:
     good = [{"server": "s1", "index": 100, "states": []}, {"server": "s2", "index": 90, "states": ["MAXUSERS"]},
             {"server": "s3", "index": 100, "states": []}]
     h.open(chosen="s1", decision=good)
-    assert check_icm_2(h.events()).valid is True
+    assert check_server_availability(h.events()).valid is True
     bad = [dict(good[0]), {"server": "s2", "index": 90, "states": []}, dict(good[2])]
     h.open(chosen="s1", decision=bad)
-    assert check_icm_2(h.events()).valid is False
+    assert check_server_availability(h.events()).valid is False
 
 
 #: Capacities off the default 100 (s1 37, s2 250): the index follows sessions / capacity, so a router
@@ -127,9 +128,9 @@ def test_icm2_a_router_reporting_an_index_that_ignores_capacity_is_a_violation()
     h = IcmHistory()
     _capacities(h)
     h.open(chosen="s2", decision=report({s: availability_index(n, c) for s, (n, c) in CAPACITY_LOADS.items()}))
-    assert check_icm_2(h.events()).valid is True
+    assert check_server_availability(h.events()).valid is True
     h.open(chosen="s1", decision=report({s: _ignoring_capacity(n) for s, (n, _) in CAPACITY_LOADS.items()}))
-    v = check_icm_2(h.events())
+    v = check_server_availability(h.events())
     assert v.valid is False and "s1 as index 80" in v.observed and "index 45 ['BUSY']" in v.observed
 
 
@@ -141,10 +142,12 @@ def test_icm2_a_server_busy_only_by_its_capacity_is_not_available(with_index: bo
     h = IcmHistory()
     _capacities(h, with_index)
     h.open(chosen="s2", redirect=False)
-    assert [c(h.events()).valid for c in (check_icm_2, check_icm_4, check_icm_5)] == [True, True, True]
+    assert [c(h.events()).valid for c in (check_server_availability, check_server_exclusions,
+                                          check_least_loaded)] == [True, True, True]
     h.open(chosen="s1", redirect=False)
-    assert [c(h.events()).valid for c in (check_icm_2, check_icm_4, check_icm_5)] == [False, False, False]
-    assert "index 45" in check_icm_2(h.events()).observed
+    assert [c(h.events()).valid for c in (check_server_availability, check_server_exclusions,
+                                          check_least_loaded)] == [False, False, False]
+    assert "index 45" in check_server_availability(h.events()).observed
 
 
 @settings(max_examples=200, deadline=None)
@@ -159,21 +162,21 @@ def test_icm2_the_model_index_is_the_stand_ins(sessions: int, capacity: int) -> 
 def test_icm3_kept_when_the_chosen_port_was_pinged() -> None:
     h = IcmHistory()
     h.open(chosen="s1", scheme="http")
-    assert check_icm_3(h.events()).valid is True
+    assert check_port_probe(h.events()).valid is True
 
 
 def test_icm3_broken_without_a_ping() -> None:
     h = IcmHistory()
     h.rec("conn.accepted", proxy="p-s9-http", conn_id=0, client="x")  # conn events exist in this history
     h.open(chosen="s1", probe=[], redirect=False)
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "no ping" in v.observed
 
 
 def test_icm3_broken_when_only_the_other_scheme_was_pinged() -> None:
     h = IcmHistory()
     h.open(chosen="s1", scheme="https", probe_scheme="http")
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "only its http port" in v.observed
 
 
@@ -181,15 +184,15 @@ def test_icm3_broken_by_a_cut_port_and_kept_on_the_other_scheme() -> None:
     h = IcmHistory()
     fid = h.cut("s1:http")
     h.open(chosen="s1", scheme="https")
-    assert check_icm_3(h.events()).valid is True
+    assert check_port_probe(h.events()).valid is True
     h.open(chosen="s1", scheme="http")
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "http port cut off" in v.observed
     h.heal(fid, "s1:http")
     h2 = IcmHistory()
     h2.down("s2")
     h2.open(chosen="s2")
-    assert "down" in check_icm_3(h2.events()).observed
+    assert "down" in check_port_probe(h2.events()).observed
 
 
 def test_icm3_probe_window_is_a_parameter() -> None:
@@ -197,8 +200,8 @@ def test_icm3_probe_window_is_a_parameter() -> None:
     h.open(chosen="s1", probe=["s1"])  # pinged in this request
     h.t += 30
     h.open(chosen="s1", probe=[], redirect=False)
-    assert check_icm_3(h.events(), probe_window=5.0).valid is False
-    assert check_icm_3(h.events(), probe_window=60.0).valid is True
+    assert check_port_probe(h.events(), probe_window=5.0).valid is False
+    assert check_port_probe(h.events(), probe_window=60.0).valid is True
 
 
 def test_icm3_a_router_that_declares_probing_and_never_probes_is_a_violation() -> None:
@@ -207,7 +210,7 @@ def test_icm3_a_router_that_declares_probing_and_never_probes_is_a_violation() -
     h.router("never-pings")  # no ICM-3 limitation: it claims to probe
     h.open(chosen="s1", probe=[], conns=False)
     h.open(chosen="s2", probe=[], conns=False, redirect=False)
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and v.rule_id == "ICM-3"
     assert "no ping of its https port" in v.observed and "declares that it probes" in v.observed
     assert h.events()[-1].index not in v.evidence and any(
@@ -219,7 +222,7 @@ def test_icm3_a_router_that_declares_it_cannot_probe_is_judged_all_the_same() ->
     h = IcmHistory()
     h.router("nginx", "proxy", {"ICM-3": "no active health checks"})
     h.open(chosen="s1", probe=[], conns=False, redirect=False)
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "declares it cannot: no active health checks" in v.observed
 
 
@@ -227,7 +230,7 @@ def test_icm3_kept_by_pings_through_the_fault_proxy_without_connection_events() 
     h = IcmHistory()
     h.router()
     h.open(chosen="s1", via="proxy", conns=False)
-    assert check_icm_3(h.events()).status == "kept"
+    assert check_port_probe(h.events()).status == "kept"
 
 
 def test_icm3_unknown_only_when_the_pings_path_cannot_be_observed() -> None:
@@ -235,21 +238,21 @@ def test_icm3_unknown_only_when_the_pings_path_cannot_be_observed() -> None:
     h = IcmHistory()
     h.router()
     h.open(chosen="s1", conns=False)
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.status == "unknown" and "external proxy" in v.observed
     h.t += 30  # beyond the probe window of the first request's pings
     h.open(chosen="s2", probe=[], conns=False)  # an observable violation is still one
-    assert check_icm_3(h.events()).valid is False
+    assert check_port_probe(h.events()).valid is False
 
 
 def test_icm3_pings_bypassing_the_fault_proxy_do_not_count() -> None:
     kept = IcmHistory()
     kept.open(chosen="s1", via="proxy")
-    assert check_icm_3(kept.events()).valid is True
+    assert check_port_probe(kept.events()).valid is True
     h = IcmHistory()
     h.cut("s1:http")  # a direct ping still answers on a cut port; the request is https, so s1 is reachable
     h.open(chosen="s1", via="direct")
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "bypassing its fault proxy" in v.observed
     assert all(h.events()[i].get("via") == "direct" for i in v.evidence if h.events()[i].type == "icm.ping")
 
@@ -258,7 +261,7 @@ def test_icm3_pings_without_via_and_no_connection_at_the_proxy_bypassed_it() -> 
     h = IcmHistory()
     h.rec("conn.accepted", proxy="p-s9-http", conn_id=0, client="x")  # the proxy reports connections
     h.open(chosen="s1", conns=False)
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "bypassed the fault proxy" in v.observed
 
 
@@ -268,11 +271,11 @@ def test_icm3_a_ping_after_the_decision_is_no_probe_even_at_the_same_timestamp(r
     h = IcmHistory(ticks=iter(()))  # every step 0: one timestamp for the whole history
     h.open(chosen="s1", via="proxy", probe_late=True, redirect=redirect)
     assert len({e.t for e in h.events()}) == 1
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "no ping" in v.observed
     h2 = IcmHistory(ticks=iter(()))
     h2.open(chosen="s1", via="proxy", redirect=redirect)
-    assert check_icm_3(h2.events()).valid is True
+    assert check_port_probe(h2.events()).valid is True
 
 
 # ---------------------------------------------------------------------------------------- ICM-4
@@ -282,16 +285,16 @@ def test_icm4_excluded_states(settings_: dict[str, int]) -> None:
     h = IcmHistory()
     h.state("s1", **settings_)
     h.open(chosen="s2")
-    assert check_icm_4(h.events()).valid is True
+    assert check_server_exclusions(h.events()).valid is True
     h.open(chosen="s1")
-    assert check_icm_4(h.events()).valid is False
+    assert check_server_exclusions(h.events()).valid is False
 
 
 def test_icm4_unreachable_never_chosen() -> None:
     h = IcmHistory()
     h.cut("s2:https")
     h.open(chosen="s2")
-    v = check_icm_4(h.events())
+    v = check_server_exclusions(h.events())
     assert v.valid is False and "unreachable" in v.observed
 
 
@@ -300,11 +303,11 @@ def test_icm5_tie_break_is_explicit() -> None:
     h = IcmHistory()
     h.state("s3", sessions=50)
     h.open(chosen="s2")  # s1 and s2 both 100
-    assert check_icm_5(h.events(), tie_break="any").valid is True
-    assert check_icm_5(h.events(), tie_break="last").valid is True
-    assert check_icm_5(h.events(), tie_break="first").valid is False
+    assert check_least_loaded(h.events(), tie_break="any").valid is True
+    assert check_least_loaded(h.events(), tie_break="last").valid is True
+    assert check_least_loaded(h.events(), tie_break="first").valid is False
     with pytest.raises(ConfigError):
-        check_icm_5(h.events(), tie_break="random")
+        check_least_loaded(h.events(), tie_break="random")
     with pytest.raises(ConfigError):
         registry.check("ICM-5", h.events(), tie_break=3)
 
@@ -321,7 +324,7 @@ def test_icm5_lightest_by_availability_index(loads: list[int], pick: int) -> Non
     indices = [availability_index(s, 100) for s in loads]
     chosen = f"s{pick + 1}"
     h.open(chosen=chosen)
-    v = check_icm_5(h.events())
+    v = check_least_loaded(h.events())
     assert v.valid is (indices[pick] == max(indices))
 
 
@@ -336,16 +339,16 @@ def test_icm6_last_resort_lightest() -> None:
     h = IcmHistory()
     _all_in_a_state(h)
     h.open(chosen="s2")
-    assert check_icm_6(h.events()).valid is True
+    assert check_last_resort(h.events()).valid is True
     h.open(chosen="s1")
-    assert check_icm_6(h.events()).valid is False
+    assert check_last_resort(h.events()).valid is False
 
 
 def test_icm6_error_while_a_last_resort_answers_is_a_violation() -> None:
     h = IcmHistory()
     _all_in_a_state(h)
     h.open(chosen=None)
-    v = check_icm_6(h.events())
+    v = check_last_resort(h.events())
     assert v.valid is False and "last resort" in v.observed
 
 
@@ -354,9 +357,9 @@ def test_icm6_never_an_unreachable_one() -> None:
     for s in ("s1", "s2", "s3"):
         h.cut(f"{s}:https")
     h.open(chosen=None)
-    assert check_icm_6(h.events()).valid is True
+    assert check_last_resort(h.events()).valid is True
     h.open(chosen="s3", served=False)
-    v = check_icm_6(h.events())
+    v = check_last_resort(h.events())
     assert v.valid is False and "every one unreachable" in v.observed
 
 
@@ -375,14 +378,14 @@ def test_icm7_kept_error_then_icm_then_login_only_where_needed() -> None:
     h.open(chosen="s1", process="alice", auth="session")
     h.open(chosen=None, process="bob", target="bookmark")
     h.open(chosen="s1", process="bob", auth="login")
-    assert check_icm_7(h.events()).valid is True
+    assert check_no_transparent_failover(h.events()).valid is True
 
 
 def test_icm7_broken_by_transparent_failover() -> None:
     h = IcmHistory()
     _connected(h)
     h.open(chosen="s1", process="alice", target="bookmark", redirect=False, auth="session")
-    v = check_icm_7(h.events())
+    v = check_no_transparent_failover(h.events())
     assert v.valid is False and "transparent failover" in v.observed
 
 
@@ -391,7 +394,7 @@ def test_icm7_broken_without_a_login_at_a_new_server() -> None:
     _connected(h)
     h.open(chosen=None, process="bob", target="bookmark")
     h.open(chosen="s3", process="bob", auth="session")
-    assert check_icm_7(h.events()).valid is False
+    assert check_no_transparent_failover(h.events()).valid is False
 
 
 def test_icm7_broken_by_a_second_login_where_the_user_had_one() -> None:
@@ -399,7 +402,7 @@ def test_icm7_broken_by_a_second_login_where_the_user_had_one() -> None:
     _connected(h)
     h.open(chosen=None, process="alice", target="bookmark")
     h.open(chosen="s1", process="alice", auth="login")
-    v = check_icm_7(h.events())
+    v = check_no_transparent_failover(h.events())
     assert v.valid is False and "already authenticated" in v.observed
 
 
@@ -408,7 +411,7 @@ def test_icm7_restarted_server_may_serve_the_bookmark() -> None:
     _connected(h)
     h.up("s2")
     h.open(chosen="s2", process="alice", target="bookmark", redirect=False, auth="login")
-    assert check_icm_7(h.events()).valid is True
+    assert check_no_transparent_failover(h.events()).valid is True
 
 
 # ---------------------------------------------------------------------------------- log order, not clocks
@@ -461,8 +464,9 @@ def _history(steps: list[tuple[object, ...]], ticks: list[float] | None) -> IcmH
 
 def _verdicts(h: IcmHistory) -> list[object]:
     events = h.events()
-    return [c(events).valid for c in (check_icm_1, check_icm_2, check_icm_3, check_icm_4, check_icm_5, check_icm_6,
-                                      check_icm_7)]
+    return [c(events).valid for c in (check_candidate_servers, check_server_availability, check_port_probe,
+                                      check_server_exclusions, check_least_loaded, check_last_resort,
+                                      check_no_transparent_failover)]
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,8 +17,9 @@ from harness.clients.icm import haproxy_router, nginx_router, open_router, refer
 from harness.clients.icm.reference import ReferenceRouter
 from harness.errors import ConfigError
 from harness.history.core import History
-from harness.rules.icm import check_icm_3
-from harness.topology.icm import HistoryRelay, IcmCluster
+from harness.rules.icm import check_port_probe
+from harness.topology.icm import IcmCluster
+from harness.topology.icm_relay import HistoryRelay
 from harness.topology.local import LocalPair
 from harness.topology.process import pid_alive
 from harness.topology.run import load_state
@@ -177,7 +178,7 @@ def test_a_ping_past_the_fault_proxy_is_recorded_and_not_counted(stack: tuple[An
     finally:
         b.close()
         router.stop()
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     if known:
         assert v.valid is False and "bypassing its fault proxy" in v.observed
     else:
@@ -204,7 +205,7 @@ def test_a_router_that_claims_to_probe_and_never_does_breaks_icm3(cluster: IcmCl
         b.close()
         router.stop()
     assert not h.events("icm.ping")
-    v = check_icm_3(h.events())
+    v = check_port_probe(h.events())
     assert v.valid is False and "no ping of its https port" in v.observed
     assert "never-pings declares that it probes" in v.observed
     assert h.events("icm.router.start")[0].index in v.evidence

@@ -1,6 +1,6 @@
 """The ICM suites' rule markers: every suite test's ``@pytest.mark.rule(...)`` names exactly the rules
-its ``check_icm_N(...)`` calls judge, and the rule × test table of docs/icm.md shows the same (read
-from the sources, nothing imported or run)."""
+its checker calls judge (each checker's rule ID read from its ``@rule("ICM-N")`` decorator), and the
+rule × test table of docs/icm.md shows the same (read from the sources, nothing imported or run)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,29 @@ def _marker_rules(fn: ast.FunctionDef) -> set[str] | None:
     return None
 
 
+def _checker_rules() -> dict[str, str]:
+    """Checker name -> rule ID, from the ``@rule("ICM-N")`` decorators of harness/rules/icm/checks.py."""
+    tree = ast.parse((ROOT / "harness" / "rules" / "icm" / "checks.py").read_text())
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                if (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Name) and dec.func.id == "rule"
+                        and isinstance(dec.args[0], ast.Constant)):
+                    out[node.name] = dec.args[0].value
+    return out
+
+
+CHECKER_RULES = _checker_rules()
+
+
 def _judged_rules(fn: ast.FunctionDef) -> set[str]:
     names = {n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return {f"ICM-{m.group(1)}" for name in names if (m := re.fullmatch(r"check_icm_(\d)", name))}
+    return {CHECKER_RULES[name] for name in names if name in CHECKER_RULES}
+
+
+def test_every_icm_checker_is_registered_under_its_rule_id() -> None:
+    assert sorted(CHECKER_RULES.values()) == sorted(f"ICM-{i}" for i in range(1, 8))
 
 
 def _suite_tests() -> dict[str, ast.FunctionDef]:

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from harness.history.core import History
 from harness.rules import registry
 from harness.rules.lpq import (
-    check_lpq_1,
-    check_lpq_2,
-    check_lpq_3,
-    check_lpq_4,
-    check_lpq_5,
-    check_lpq_6,
+    check_auth_failure_stops,
+    check_hosts_in_order,
+    check_next_host_on_failure,
+    check_per_host_timeout,
+    check_random_host_order,
+    check_session_attributes,
     chi_square,
     host_list_opens,
 )
@@ -91,29 +91,29 @@ A, B, C = HOSTS
 def test_lpq1_in_order_is_kept_and_out_of_order_violated() -> None:
     b = Builder()
     b.open(0.0, [(0.01, A, "refused", None), (0.02, B, "accepted", None)], (0.05, "ok"))
-    assert check_lpq_1(b.events).valid is True
+    assert check_hosts_in_order(b.events).valid is True
     bad = Builder()
     bad.open(0.0, [(0.01, B, "accepted", 0.02), (0.03, A, "accepted", None)], (0.05, "ok"))
-    v = check_lpq_1(bad.events)
+    v = check_hosts_in_order(bad.events)
     assert v.valid is False and "n2 (1st listed)" not in v.observed and "as its 1st host" in v.observed
 
 
 def test_lpq1_unknown_without_attempts_or_with_unseen_refusals() -> None:
     b = Builder()
     b.open(0.0, [], (0.05, "fail"), error="nothing")
-    assert check_lpq_1(b.events).valid == "unknown"
+    assert check_hosts_in_order(b.events).valid == "unknown"
     c = Builder()
     c.capture(0.0, False)
     c.fault(0.0, 1.0, "n1", how="refuse", listen=A)
     c.open(0.1, [(0.2, B, "accepted", None)], (0.3, "ok"))
-    v = check_lpq_1(c.events)
+    v = check_hosts_in_order(c.events)
     assert v.valid == "unknown" and "capture" in v.observed
 
 
 def test_lpq1_random_order_is_not_judged() -> None:
     b = Builder()
     b.open(0.0, [(0.01, B, "accepted", None)], (0.05, "ok"), lb="random")
-    assert check_lpq_1(b.events).valid == "unknown"
+    assert check_hosts_in_order(b.events).valid == "unknown"
 
 
 @settings(max_examples=60, deadline=None)
@@ -125,17 +125,17 @@ def test_lpq1_property_only_the_listed_prefix_keeps(order: list[int], n: int) ->
     attempts = [(0.01 * (i + 1), HOSTS[p], "accepted", 0.01 * (i + 1) + 0.005) for i, p in enumerate(seq)]
     attempts[-1] = (attempts[-1][0], attempts[-1][1], "accepted", None)
     b.open(0.0, attempts, (0.1, "ok"), hosts=HOSTS)
-    assert (check_lpq_1(b.events).valid is True) == (seq == list(range(n)))
+    assert (check_hosts_in_order(b.events).valid is True) == (seq == list(range(n)))
 
 
 def test_lpq2_next_host_after_failure() -> None:
     b = Builder()
     b.open(0.0, [(0.01, A, "refused", None), (0.02, B, "accepted", None)], (0.05, "ok"))
     b.open(1.0, [(1.01, A, "refused", None), (1.02, B, "refused", None)], (1.03, "fail"), error="refused")
-    assert check_lpq_2(b.events).valid is True
+    assert check_next_host_on_failure(b.events).valid is True
     bad = Builder()  # gave up at its timeout without the second host (the asyncpg finding)
     bad.open(0.0, [(0.01, A, "accepted", 2.0)], (2.0, "fail"), error="TimeoutError")
-    v = check_lpq_2(bad.events)
+    v = check_next_host_on_failure(bad.events)
     assert v.valid is False and "without trying 127.0.0.1:7002 (2nd listed)" in v.observed
 
 
@@ -144,7 +144,7 @@ def test_lpq2_retrying_forever_is_violated() -> None:
     attempts = [(0.01 + 0.1 * k, HOSTS[k % 2], "refused", None) for k in range(20)]
     b.open(0.0, attempts, None)
     b.h.record("client.outcome", t=5.0, process="app", pending=True)
-    v = check_lpq_2(b.events)
+    v = check_next_host_on_failure(b.events)
     assert v.valid is False and "started over" in v.observed
 
 
@@ -152,53 +152,53 @@ def test_lpq2_pending_after_every_host_failed_is_violated_and_prefer_standby_get
     b = Builder()
     b.open(0.0, [(0.01, A, "refused", None), (0.02, B, "refused", None)], None)
     b.h.record("client.outcome", t=3.0, process="app", pending=True)
-    assert check_lpq_2(b.events, grace=1.0).valid is False
+    assert check_next_host_on_failure(b.events, grace=1.0).valid is False
     ok = Builder()
     ok.open(0.0, [(0.01, B, "refused", None), (0.02, A, "accepted", 0.03), (0.04, B, "refused", None),
                   (0.05, A, "accepted", None)], (0.06, "ok"), hosts=[B, A], tsa="prefer-standby")
-    assert check_lpq_2(ok.events).valid is True
+    assert check_next_host_on_failure(ok.events).valid is True
 
 
 def test_lpq2_reset_is_not_judged_unless_asked() -> None:
     b = Builder()
     b.fault(0.0, 1.0, "n1", how="reset")
     b.open(0.1, [(0.11, A, "accepted", 0.12)], (0.13, "fail"), error="server closed the connection")
-    assert check_lpq_2(b.events).valid == "unknown"
-    assert check_lpq_2(b.events, judge_reset=True).valid is False
+    assert check_next_host_on_failure(b.events).valid == "unknown"
+    assert check_next_host_on_failure(b.events, judge_reset=True).valid is False
 
 
 def test_lpq2_auth_failures_are_lpq5s() -> None:
     b = Builder()
     b.open(0.0, [(0.01, A, "accepted", 0.02)], (0.03, "fail"), error="FATAL: password authentication failed")
-    assert check_lpq_2(b.events).valid == "unknown"
+    assert check_next_host_on_failure(b.events).valid == "unknown"
 
 
 def test_lpq3_per_host_timeout() -> None:
     b = Builder()
     b.fault(0.0, 10.0, "n1", how="blackhole")
     b.open(0.1, [(0.11, A, "accepted", 2.11), (2.12, B, "accepted", None)], (2.2, "ok"), timeout=2)
-    assert check_lpq_3(b.events).valid is True
+    assert check_per_host_timeout(b.events).valid is True
     late = Builder()  # held the black hole for 7 s with connect_timeout=2
     late.fault(0.0, 10.0, "n1", how="blackhole")
     late.open(0.1, [(0.11, A, "accepted", 7.11), (7.12, B, "accepted", None)], (7.2, "ok"), timeout=2)
-    v = check_lpq_3(late.events)
+    v = check_per_host_timeout(late.events)
     assert v.valid is False and "7.01 s" in v.observed
     early = Builder()  # gave up after 0.3 s
     early.fault(0.0, 10.0, "n1", how="blackhole")
     early.open(0.1, [(0.11, A, "accepted", 0.41), (0.42, B, "accepted", None)], (0.5, "ok"), timeout=2)
-    assert check_lpq_3(early.events).valid is False
+    assert check_per_host_timeout(early.events).valid is False
 
 
 def test_lpq3_minimum_and_tolerance_are_parameters_and_small_latency_is_not_silent() -> None:
     b = Builder()
     b.fault(0.0, 10.0, "n1", how="blackhole")
     b.open(0.1, [(0.11, A, "accepted", 2.11), (2.12, B, "accepted", None)], (2.2, "ok"), timeout=1)
-    assert check_lpq_3(b.events).valid is True  # 1 s raised to 2 s, as libpq does
-    assert check_lpq_3(b.events, minimum=1.0, late=0.5).valid is False
+    assert check_per_host_timeout(b.events).valid is True  # 1 s raised to 2 s, as libpq does
+    assert check_per_host_timeout(b.events, minimum=1.0, late=0.5).valid is False
     slow = Builder()
     slow.fault(0.0, 10.0, "n1", fault="latency", ms=100)
     slow.open(0.1, [(0.11, A, "accepted", None)], (0.4, "ok"), timeout=2)
-    assert check_lpq_3(slow.events).valid == "unknown"
+    assert check_per_host_timeout(slow.events).valid == "unknown"
 
 
 def test_lpq4_standby_first_read_write() -> None:
@@ -207,13 +207,13 @@ def test_lpq4_standby_first_read_write() -> None:
     b.servers(0.0, roles)
     b.open(0.1, [(0.11, A, "accepted", 0.12), (0.13, B, "accepted", None)], (0.2, "ok"), hosts=[A, B],
            tsa="read-write", landed=("n2", False, False))
-    assert check_lpq_4(b.events).valid is True
+    assert check_session_attributes(b.events).valid is True
     bad = Builder()  # stays on the standby; the first write fails with 25006
     bad.servers(0.0, roles)
     op = bad.open(0.1, [(0.11, A, "accepted", None)], (0.2, "ok"), hosts=[A, B], tsa="read-write",
                   landed=("n1", True, False))
     bad.h.record("lpq.write", t=0.3, process="app", op_id=op, ok=False, error="25006 cannot execute CREATE TABLE")
-    v = check_lpq_4(bad.events)
+    v = check_session_attributes(bad.events)
     assert v.valid is False and "25006" in v.observed
 
 
@@ -222,21 +222,21 @@ def test_lpq4_prefer_standby_and_failure_with_an_acceptable_host() -> None:
     b = Builder()
     b.servers(0.0, roles)
     b.open(0.1, [(0.11, A, "accepted", None)], (0.2, "ok"), tsa="prefer-standby", landed=("n1", False, False))
-    assert check_lpq_4(b.events).valid is False  # a reachable standby was listed
+    assert check_session_attributes(b.events).valid is False  # a reachable standby was listed
     c = Builder()
     c.servers(0.0, roles, unreachable=(B,))
     c.open(0.1, [(0.11, A, "accepted", None)], (0.2, "ok"), tsa="prefer-standby", landed=("n1", False, False))
-    assert check_lpq_4(c.events).valid is True
+    assert check_session_attributes(c.events).valid is True
     d = Builder()
     d.servers(0.0, roles)
     d.open(0.1, [(0.11, A, "accepted", 0.12)], (0.2, "fail"), tsa="standby", error="no standby")
-    assert check_lpq_4(d.events).valid is False
+    assert check_session_attributes(d.events).valid is False
 
 
 def test_lpq4_unknown_without_server_view() -> None:
     b = Builder()
     b.open(0.1, [(0.11, A, "accepted", None)], (0.2, "ok"), tsa="read-write")
-    assert check_lpq_4(b.events).valid == "unknown"
+    assert check_session_attributes(b.events).valid == "unknown"
 
 
 def test_acceptable_table() -> None:
@@ -253,14 +253,14 @@ def test_lpq5_auth_failure_stops() -> None:
     err = "FATAL: password authentication failed for user app"
     b = Builder()
     b.open(0.0, [(0.01, A, "accepted", 0.02)], (0.03, "fail"), error=err)
-    assert check_lpq_5(b.events).valid is True
+    assert check_auth_failure_stops(b.events).valid is True
     bad = Builder()
     bad.open(0.0, [(0.01, A, "accepted", 0.02), (0.03, B, "accepted", 0.04)], (0.05, "fail"), error=err)
-    v = check_lpq_5(bad.events)
+    v = check_auth_failure_stops(bad.events)
     assert v.valid is False and "after authentication failed" in v.observed
     other = Builder()
     other.open(0.0, [(0.01, A, "accepted", 0.02)], (0.03, "fail"), error="some other error")
-    assert check_lpq_5(other.events).valid == "unknown"
+    assert check_auth_failure_stops(other.events).valid == "unknown"
 
 
 def test_lpq6_uniform_kept_fixed_order_violated() -> None:
@@ -270,10 +270,10 @@ def test_lpq6_uniform_kept_fixed_order_violated() -> None:
         first = HOSTS[k % 3] if k < 30 else rng.choice(HOSTS)
         b.open(k, [(k + 0.01, first, "accepted", None)], (k + 0.02, "ok"), hosts=HOSTS, lb="random")
         fixed.open(k, [(k + 0.01, A, "accepted", None)], (k + 0.02, "ok"), hosts=HOSTS, lb="random")
-    assert check_lpq_6(b.events).valid is True
-    v = check_lpq_6(fixed.events)
+    assert check_random_host_order(b.events).valid is True
+    v = check_random_host_order(fixed.events)
     assert v.valid is False and "n1=30" in v.observed
-    assert check_lpq_6(fixed.events, min_opens=40).valid == "unknown"
+    assert check_random_host_order(fixed.events, min_opens=40).valid == "unknown"
     assert chi_square([30, 0, 0]) == 60.0
 
 
@@ -296,5 +296,5 @@ def test_lpq4_pending_after_rejecting_an_acceptable_host_is_violated() -> None:
     b.open(0.1, [(0.11, A, "accepted", 0.12), (0.13, B, "accepted", 0.14), (0.15, A, "accepted", 0.16)], None,
            tsa="read-only")
     b.h.record("client.outcome", t=8.0, process="app", pending=True)
-    v = check_lpq_4(b.events)
+    v = check_session_attributes(b.events)
     assert v.valid is False and "which is acceptable" in v.observed

@@ -20,19 +20,19 @@ from harness.history.core import Event
 from harness.rules import registry
 from harness.rules.mirroring import (
     CHECKERS,
-    check_mir_1,
-    check_mir_2,
-    check_mir_3,
-    check_mir_4,
-    check_mir_5,
-    check_mir_6,
-    check_mir_7,
-    check_mir_8,
-    check_mir_9,
-    check_mir_10,
-    check_mir_11,
-    check_mir_12,
-    check_mir_13,
+    check_database_required,
+    check_initial_partner_first,
+    check_no_automatic_reconnect,
+    check_no_failover_partner_no_alternation,
+    check_no_timeout_no_end,
+    check_partner_alternation,
+    check_partner_cache_update,
+    check_partner_retry_delays,
+    check_redirect_keeps_initial_name,
+    check_retry_time_schedule,
+    check_shutdown_aborts_attempts,
+    check_stale_failover_partner,
+    check_truncated_last_round,
     retry_delay,
     retry_time,
 )
@@ -158,14 +158,14 @@ def test_mir_1_kept_and_violated() -> None:
     h.conn(A, 0.001, 0.1, by="upstream", down=50)
     h.conn(B, 0.1, None)
     h.finish(0.12, op, "ok")
-    v = check_mir_1(h.events, **P)
+    v = check_initial_partner_first(h.events, **P)
     assert v.valid is True and 1 in v.evidence
 
     h = Hist()
     op = h.invoke(0.0)
     h.conn(B, 0.001, None)
     h.finish(0.01, op, "ok")
-    v = check_mir_1(h.events, **P)
+    v = check_initial_partner_first(h.events, **P)
     assert v.valid is False
     assert "attempt 1 to the failover" in v.observed and v.evidence == (0, 1)
 
@@ -173,9 +173,9 @@ def test_mir_1_kept_and_violated() -> None:
 def test_mir_1_unknown_without_attempts_and_matches_listen_addresses() -> None:
     h = Hist()
     h.invoke(0.0)
-    assert check_mir_1(h.events, **P).valid == "unknown"
+    assert check_initial_partner_first(h.events, **P).valid == "unknown"
     h2, _ = timeout_schedule(1.0)
-    v = check_mir_1(h2.events, initial=LISTEN[A], failover="localhost:20002")
+    v = check_initial_partner_first(h2.events, initial=LISTEN[A], failover="localhost:20002")
     assert v.valid is True
 
 
@@ -185,9 +185,9 @@ def test_mir_1_uses_client_view_for_refused_connects() -> None:
     h.client_attempt(1, "initial", 0.0, 0.0005, "refused")
     h.conn(B, 0.001, None)
     h.finish(0.01, op, "ok")
-    v = check_mir_1(h.events, **P)
+    v = check_initial_partner_first(h.events, **P)
     assert v.valid is True and v.details["client_view_attempts"] == [1, 2]
-    assert check_mir_1(h.events, **P, use_client_view=False).valid is False  # proxy view only: B first
+    assert check_initial_partner_first(h.events, **P, use_client_view=False).valid is False  # proxy view only: B first
 
 
 # ------------------------------------------------------------------------------------ MIR-2
@@ -196,24 +196,24 @@ def test_mir_2_kept_violated_unknown() -> None:
     h = Hist()
     op = h.invoke(0.0, value={"connstring": "Server=pg-a;Failover Partner=pg-b"})
     h.finish(0.001, op, "fail", error="ConnectionStringError: MIR-2: no database name")
-    assert check_mir_2(h.events, **P).valid is True
+    assert check_database_required(h.events, **P).valid is True
 
     h = Hist()
     op = h.invoke(0.0, value={"database": "", "initial": "a"})
     h.conn(A, 0.001, None)
     h.finish(0.01, op, "fail")
-    v = check_mir_2(h.events, **P)
+    v = check_database_required(h.events, **P)
     assert v.valid is False and "made 1 connection attempt" in v.observed
 
     h = Hist()
     op = h.invoke(0.0, value={"database": None})
     h.finish(0.01, op, "ok")
-    assert check_mir_2(h.events, **P).valid is False
+    assert check_database_required(h.events, **P).valid is False
 
     h = Hist()
     op = h.invoke(0.0, value={"database": "db"})
     h.finish(0.01, op, "ok")
-    assert check_mir_2(h.events, **P).valid == "unknown"
+    assert check_database_required(h.events, **P).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------------ MIR-3
@@ -223,24 +223,24 @@ def test_mir_3_only_initial_partner() -> None:
     op = h.invoke(0.0)
     h.conn(A, 0.0, 1.0, by="client")
     h.finish(1.0, op, "fail")
-    assert check_mir_3(h.events, **P, login_timeout=1.0).valid is True
+    assert check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0).valid is True
 
     h.conn(B, 0.5, 0.6, by="upstream", down=10)
-    v = check_mir_3(h.events, **P, login_timeout=1.0)
+    v = check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0)
     assert v.valid is False and "not named in the connection string" in v.observed
 
     h = Hist()
     op = h.invoke(0.0)
     h.conn(A, 0.0, 1.3, by="client")
     h.finish(1.3, op, "fail")
-    v = check_mir_3(h.events, **P, login_timeout=1.0)
+    v = check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0)
     assert v.valid is False and "past the login timeout" in v.observed
 
     h = Hist()
     op = h.invoke(0.0)
     h.conn(A, 0.0, None)
     h.finish(0.01, op, "ok")
-    assert check_mir_3(h.events, **P, login_timeout=1.0).valid == "unknown"
+    assert check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------------ MIR-4/5/6
@@ -249,14 +249,14 @@ def test_mir_5_documented_15s_schedule_kept() -> None:
     h, plan = timeout_schedule(15.0)
     held = [round(b - a, 3) for _, a, b in plan]
     assert held == [1.2, 1.2, 2.4, 2.4, 3.6, 3.6, 0.6]
-    for check in (check_mir_4, check_mir_5, check_mir_6):
+    for check in (check_partner_alternation, check_retry_time_schedule, check_truncated_last_round):
         v = check(h.events, **P, login_timeout=15.0)
         assert v.valid is True, v.summary
 
 
 def test_mir_5_violation_message_is_precise() -> None:
     h, plan = timeout_schedule(2.0, t0=0.0, perturb=(3, -0.089))
-    v = check_mir_5(h.events, **P, login_timeout=2.0)
+    v = check_retry_time_schedule(h.events, **P, login_timeout=2.0)
     assert v.valid is False
     assert v.observed == "attempt 3 (initial, round 2) held 0.231 s; expected 0.320 s ±0.020"
     assert v.evidence == (0, 5, 6)
@@ -264,7 +264,7 @@ def test_mir_5_violation_message_is_precise() -> None:
 
 def test_mir_5_unknown_when_nothing_timed_out() -> None:
     h, _ = fast_schedule(1.0, [0.002])
-    assert check_mir_5(h.events, **P, login_timeout=1.0).valid == "unknown"
+    assert check_retry_time_schedule(h.events, **P, login_timeout=1.0).valid == "unknown"
 
 
 def test_mir_5_opened_too_late_and_psycopg_like_per_host_timeout() -> None:
@@ -273,10 +273,10 @@ def test_mir_5_opened_too_late_and_psycopg_like_per_host_timeout() -> None:
     h.conn(A, 0.0, 2.0, by="client")
     h.conn(B, 2.0, None)
     h.finish(2.01, op, "ok")
-    v = check_mir_5(h.events, **P, login_timeout=2.0)
+    v = check_retry_time_schedule(h.events, **P, login_timeout=2.0)
     assert v.valid is False
     assert v.observed.startswith("attempt 1 (initial, round 1) held 2.000 s; expected 0.160 s")
-    assert check_mir_4(h.events, **P, login_timeout=2.0).valid is True
+    assert check_partner_alternation(h.events, **P, login_timeout=2.0).valid is True
 
 
 def test_mir_4_gives_up_early_like_each_host_once() -> None:
@@ -285,9 +285,9 @@ def test_mir_4_gives_up_early_like_each_host_once() -> None:
     h.conn(A, 0.0, 0.004, by="upstream", down=80)
     h.conn(B, 0.005, 0.009, by="upstream", down=80)
     h.finish(0.01, op, "fail", error="no host accepted")
-    v = check_mir_4(h.events, **P, login_timeout=5.0)
+    v = check_partner_alternation(h.events, **P, login_timeout=5.0)
     assert v.valid is False and "gave up after 0.010 s and 2 attempt(s), 4.990 s before" in v.observed
-    assert check_mir_4(h.events, **P, login_timeout=None).valid is False
+    assert check_partner_alternation(h.events, **P, login_timeout=None).valid is False
 
 
 def test_mir_4_non_retryable_error_may_end_early() -> None:
@@ -298,12 +298,12 @@ def test_mir_4_non_retryable_error_may_end_early() -> None:
     h.add("attempt.end", 0.004, process="c1", attempt=1, target="initial", address=LISTEN[A],
           outcome="error", error="password authentication failed")
     h.finish(0.005, op, "fail")
-    assert check_mir_4(h.events, **P, login_timeout=5.0).valid is True
+    assert check_partner_alternation(h.events, **P, login_timeout=5.0).valid is True
 
 
 def test_mir_6_past_deadline_and_not_truncated() -> None:
     h, _ = timeout_schedule(15.0, perturb=(7, 0.3))  # last attempt runs 0.3 s past the deadline
-    v = check_mir_6(h.events, **P, login_timeout=15.0)
+    v = check_truncated_last_round(h.events, **P, login_timeout=15.0)
     assert v.valid is False and "past the login timeout" in v.observed
 
     h = Hist()  # full rounds, then gives up 0.6 s early instead of a truncated last attempt
@@ -313,9 +313,9 @@ def test_mir_6_past_deadline_and_not_truncated() -> None:
         h.conn(A if k % 2 else B, t, t + rt)
         t += rt
     h.finish(t, op, "fail")
-    v = check_mir_6(h.events, **P, login_timeout=15.0)
+    v = check_truncated_last_round(h.events, **P, login_timeout=15.0)
     assert v.valid is False and "truncated to end at the login timeout" in v.observed
-    assert check_mir_4(h.events, **P, login_timeout=15.0).valid is False
+    assert check_partner_alternation(h.events, **P, login_timeout=15.0).valid is False
 
 
 def test_mir_6_unknown_without_failed_open() -> None:
@@ -323,14 +323,14 @@ def test_mir_6_unknown_without_failed_open() -> None:
     op = h.invoke(0.0)
     h.conn(A, 0.0, None)
     h.finish(0.01, op, "ok")
-    assert check_mir_6(h.events, **P, login_timeout=1.0).valid == "unknown"
+    assert check_truncated_last_round(h.events, **P, login_timeout=1.0).valid == "unknown"
 
 
 @settings(max_examples=60, deadline=None)
 @given(lt=st.floats(0.5, 30.0), t0=st.floats(0.0, 1e5))
 def test_schedule_kept_property(lt: float, t0: float) -> None:
     h, _ = timeout_schedule(lt, t0=t0)
-    for check in (check_mir_4, check_mir_5, check_mir_6):
+    for check in (check_partner_alternation, check_retry_time_schedule, check_truncated_last_round):
         assert check(h.events, **P, login_timeout=lt).valid is True
 
 
@@ -343,7 +343,7 @@ def test_schedule_perturbed_attempt_violates_mir_5(lt: float, data: st.DataObjec
     sign = data.draw(st.sampled_from([1, -1]) if held > 0.1 else st.just(1), label="sign")
     delta = sign * data.draw(st.floats(0.026, 0.09), label="delta")
     h, _ = timeout_schedule(lt, perturb=(k, delta))
-    v = check_mir_5(h.events, **P, login_timeout=lt)
+    v = check_retry_time_schedule(h.events, **P, login_timeout=lt)
     assert v.valid is False
     assert f"attempt {k} " in v.observed
     accepted = [e.index for e in h.events if e.type == "conn.accepted"]
@@ -357,7 +357,7 @@ def test_schedule_swapped_order_violates_mir_4(lt: float, data: st.DataObject) -
     assume(len(plan) >= 2)
     i = data.draw(st.integers(0, len(plan) - 2))
     h, _ = timeout_schedule(lt, swap=i)
-    v = check_mir_4(h.events, **P, login_timeout=lt)
+    v = check_partner_alternation(h.events, **P, login_timeout=lt)
     assert v.valid is False and f"attempt {i + 1} " in v.observed
 
 
@@ -366,10 +366,10 @@ def test_schedule_swapped_order_violates_mir_4(lt: float, data: st.DataObject) -
        kind=st.sampled_from(["inactive", "refused"]))
 def test_fast_schedule_delays_kept(lt: float, durations: list[float], kind: str) -> None:
     h, _ = fast_schedule(lt, durations, kind=kind)
-    v = check_mir_7(h.events, **P)
+    v = check_partner_retry_delays(h.events, **P)
     assert v.valid is True, v.summary
-    assert check_mir_4(h.events, **P, login_timeout=lt).valid is True
-    assert check_mir_6(h.events, **P, login_timeout=lt).valid is True
+    assert check_partner_alternation(h.events, **P, login_timeout=lt).valid is True
+    assert check_truncated_last_round(h.events, **P, login_timeout=lt).valid is True
     if kind == "refused":
         assert v.details["client_view_attempts"]
 
@@ -384,7 +384,7 @@ def test_fast_schedule_dropped_delay_violates_mir_7(lt: float, durations: list[f
     assume(full_rounds_followed >= 1)
     r = data.draw(st.integers(1, full_rounds_followed), label="round")
     h, _ = fast_schedule(lt, durations, drop_delay=r)
-    v = check_mir_7(h.events, **P)
+    v = check_partner_retry_delays(h.events, **P)
     assert v.valid is False
     assert f"delay after round {r} " in v.observed and f"expected {retry_delay(r):.3f} s" in v.observed
 
@@ -396,15 +396,15 @@ def test_mir_7_timed_out_round_gets_no_delay_and_wrong_delay_detected() -> None:
     h.conn(B, 0.08, 0.16)
     h.conn(A, 0.26, 0.27, by="upstream", down=40)  # 100 ms pause after a timed-out round
     h.finish(0.28, op, "ok")
-    v = check_mir_7(h.events, **P)
+    v = check_partner_retry_delays(h.events, **P)
     assert v.valid is False and "delay after round 1 (timed out) was 0.100 s; expected none" in v.observed
 
     h, _ = fast_schedule(3.0, [0.002], delays=(0.1, 0.25, 0.4, 0.8, 1.0))
-    v = check_mir_7(h.events, **P)
+    v = check_partner_retry_delays(h.events, **P)
     assert v.valid is False and "delay after round 2" in v.observed and "expected 0.200 s" in v.observed
 
     h, _ = timeout_schedule(1.0)
-    assert check_mir_7(h.events, **P).valid == "unknown"
+    assert check_partner_retry_delays(h.events, **P).valid == "unknown"
 
 
 def test_mir_7_delay_inside_a_round_is_a_violation() -> None:
@@ -414,7 +414,7 @@ def test_mir_7_delay_inside_a_round_is_a_violation() -> None:
     h.conn(B, 0.102, 0.104, by="upstream", down=40)
     h.conn(A, 0.204, None)
     h.finish(0.21, op, "ok")
-    v = check_mir_7(h.events, **P)
+    v = check_partner_retry_delays(h.events, **P)
     assert v.valid is False and "expected no delay inside a round" in v.observed
 
 
@@ -422,16 +422,16 @@ def test_mir_7_delay_inside_a_round_is_a_violation() -> None:
 def test_tolerance_looser_than_50ms_or_non_positive_is_config_error(tol: float) -> None:
     h, _ = timeout_schedule(1.0)
     with pytest.raises(ConfigError, match="tolerance"):
-        check_mir_5(h.events, **P, login_timeout=1.0, tolerance=tol)
+        check_retry_time_schedule(h.events, **P, login_timeout=1.0, tolerance=tol)
 
 
 def test_missing_parameters_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="needs initial"):
-        check_mir_1([])
+        check_initial_partner_first([])
     with pytest.raises(ConfigError, match="login_timeout"):
-        check_mir_6([], **P)
+        check_truncated_last_round([], **P)
     with pytest.raises(ConfigError, match="retry_base"):
-        check_mir_5([], **P)
+        check_retry_time_schedule([], **P)
 
 
 # ------------------------------------------------------------------------------------ MIR-8
@@ -447,8 +447,8 @@ def test_mir_8_still_alternating_after_window() -> None:
         if k % 2 == 0:
             t += retry_delay(k // 2)
     h.add("fault.end", 3.2, fault="observe", id=1, node=None, seconds=3.2, error=None)
-    assert check_mir_8(h.events, **P, window=3.0).valid is True
-    v = check_mir_8(h.events, initial=A, failover=C, window=3.0)  # nothing reached C
+    assert check_no_timeout_no_end(h.events, **P, window=3.0).valid is True
+    v = check_no_timeout_no_end(h.events, initial=A, failover=C, window=3.0)  # nothing reached C
     assert v.valid is False
 
     h = Hist()
@@ -456,15 +456,15 @@ def test_mir_8_still_alternating_after_window() -> None:
     h.conn(A, 0.0, 0.002, by="upstream", down=40)
     h.finish(0.01, op, "fail")
     h.add("fault.end", 3.2, fault="observe", id=1, node=None, seconds=3.2, error=None)
-    v = check_mir_8(h.events, **P, window=3.0)
+    v = check_no_timeout_no_end(h.events, **P, window=3.0)
     assert v.valid is False and "gave up after 0.010 s with no login timeout" in v.observed
 
     h = Hist()
     h.invoke(0.0)
     h.conn(A, 0.0, 0.002, by="upstream", down=40)
-    assert check_mir_8(h.events, **P, window=3.0).valid == "unknown"  # history too short
+    assert check_no_timeout_no_end(h.events, **P, window=3.0).valid == "unknown"  # history too short
     with pytest.raises(ConfigError):
-        check_mir_8(h.events, **P, window=3.0, login_timeout=15)
+        check_no_timeout_no_end(h.events, **P, window=3.0, login_timeout=15)
 
 
 # ------------------------------------------------------------------------------------ MIR-9
@@ -487,11 +487,11 @@ def _mir_9_history(second_failover: str) -> Hist:
 
 
 def test_mir_9_native_and_managed() -> None:
-    assert check_mir_9(_mir_9_history(B).events, **P, variant="native").valid is True
-    v = check_mir_9(_mir_9_history(C).events, **P, variant="native")
+    assert check_partner_cache_update(_mir_9_history(B).events, **P, variant="native").valid is True
+    v = check_partner_cache_update(_mir_9_history(C).events, **P, variant="native")
     assert v.valid is False and "expected the cached failover partner 127.0.0.1:20002" in v.observed
-    assert check_mir_9(_mir_9_history(C).events, **P, variant="managed").valid is True
-    assert check_mir_9(_mir_9_history(B).events, **P, variant="managed").valid is False
+    assert check_partner_cache_update(_mir_9_history(C).events, **P, variant="managed").valid is True
+    assert check_partner_cache_update(_mir_9_history(B).events, **P, variant="managed").valid is False
 
 
 def test_mir_9_initial_never_overwritten_and_unknown() -> None:
@@ -503,13 +503,13 @@ def test_mir_9_initial_never_overwritten_and_unknown() -> None:
     op = h.invoke(2.0)
     h.conn(C, 2.0, None)
     h.finish(2.01, op, "ok")
-    v = check_mir_9(h.events, **P)
+    v = check_partner_cache_update(h.events, **P)
     assert v.valid is False and "initial partner name must never be overwritten" in v.observed
     h = Hist()
     op = h.invoke(1.0)
     h.conn(A, 1.0, None)
     h.finish(1.01, op, "ok")
-    assert check_mir_9(h.events, **P).valid == "unknown"
+    assert check_partner_cache_update(h.events, **P).valid == "unknown"
 
 
 def test_mir_9_falls_back_to_client_reported_partner() -> None:
@@ -521,7 +521,7 @@ def test_mir_9_falls_back_to_client_reported_partner() -> None:
     h.conn(A, 2.0, 2.001, by="upstream", upstream_failed=True)
     h.conn(C, 2.002, None)
     h.finish(2.01, op, "ok")
-    v = check_mir_9(h.events, **P)
+    v = check_partner_cache_update(h.events, **P)
     assert v.valid is True and v.details["partner_source"] == "client op.ok value"
 
 
@@ -542,13 +542,13 @@ def test_mir_10_stale_partner_table(principal: str, served: str | None, ok: bool
         h.conn(A, 0.0, 0.002, by="upstream", down=40)
         h.conn(B, 0.003, 0.004, by="upstream", upstream_failed=True)
     h.finish(0.01 if ok else 1.0, op, "ok" if ok else "fail")
-    assert check_mir_10(h.events, **P, principal=principal).valid is valid
+    assert check_stale_failover_partner(h.events, **P, principal=principal).valid is valid
 
 
 def test_mir_10_unknown_without_decided_open() -> None:
     h = Hist()
     h.invoke(0.0)
-    assert check_mir_10(h.events, **P, principal=A).valid == "unknown"
+    assert check_stale_failover_partner(h.events, **P, principal=A).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------------ MIR-11
@@ -574,8 +574,8 @@ def _mir_11(auto_reconnect: bool) -> Hist:
 
 
 def test_mir_11_kept_violated_unknown() -> None:
-    assert check_mir_11(_mir_11(False).events, **P).valid is True
-    v = check_mir_11(_mir_11(True).events, **P)
+    assert check_no_automatic_reconnect(_mir_11(False).events, **P).valid is True
+    v = check_no_automatic_reconnect(_mir_11(True).events, **P)
     assert v.valid is False and "automatic reconnect" in v.observed
     h = Hist()
     op = h.invoke(0.0)
@@ -583,13 +583,13 @@ def test_mir_11_kept_violated_unknown() -> None:
     h.finish(0.01, op, "ok")
     q = h.invoke(1.5, f="query")
     h.finish(1.51, q, "ok", f="query")  # succeeded on a broken connection without any new conn
-    v = check_mir_11(h.events, **P)
+    v = check_no_automatic_reconnect(h.events, **P)
     assert v.valid is False and "without a new open" in v.observed
     h = Hist()
     op = h.invoke(0.0)
     h.conn(A, 0.0, None)
     h.finish(0.01, op, "ok")
-    assert check_mir_11(h.events, **P).valid == "unknown"
+    assert check_no_automatic_reconnect(h.events, **P).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------------ MIR-12
@@ -603,14 +603,14 @@ def test_mir_12_presented_name() -> None:
         h.finish(0.01, op, "ok", value={"presented_server": shown})
         return h
 
-    assert check_mir_12(hist("pg-a,20001").events, **P).valid is True
-    v = check_mir_12(hist("127.0.0.1:20002").events, **P)
+    assert check_redirect_keeps_initial_name(hist("pg-a,20001").events, **P).valid is True
+    v = check_redirect_keeps_initial_name(hist("127.0.0.1:20002").events, **P)
     assert v.valid is False and "presents '127.0.0.1:20002'; expected 'pg-a,20001'" in v.observed
     h = Hist()
     op = h.invoke(0.0, value={"initial": "pg-a"})
     h.conn(A, 0.0, None)
     h.finish(0.01, op, "ok", value={"presented_server": "pg-a"})
-    assert check_mir_12(h.events, **P).valid == "unknown"
+    assert check_redirect_keeps_initial_name(h.events, **P).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------------ MIR-13
@@ -626,21 +626,21 @@ def _mir_13(next_after: float, by: str = "upstream") -> Hist:
 
 
 def test_mir_13_kept_and_violated() -> None:
-    assert check_mir_13(_mir_13(0.002).events, **P).valid is True
-    v = check_mir_13(_mir_13(0.9).events, **P)  # waited out the rest of a 1.2 s retry time
+    assert check_shutdown_aborts_attempts(_mir_13(0.002).events, **P).valid is True
+    v = check_shutdown_aborts_attempts(_mir_13(0.9).events, **P)  # waited out the rest of a 1.2 s retry time
     assert v.valid is False and "attempt 2 came 0.900 s later" in v.observed
     h = Hist()  # client view only: an attempt that ignored the shutdown and timed out
     op = h.invoke(0.0)
     h.add("node.kill", 0.1, node="pg-a")
     h.client_attempt(1, "initial", 0.0, 1.2, "timeout")
     h.finish(1.3, op, "fail")
-    v = check_mir_13(h.events, **P)
+    v = check_shutdown_aborts_attempts(h.events, **P)
     assert v.valid is False and "waited out its retry time" in v.observed
     h = Hist()
     op = h.invoke(0.0)
     h.conn(A, 0.0, None)
     h.finish(0.01, op, "ok")
-    assert check_mir_13(h.events, **P).valid == "unknown"
+    assert check_shutdown_aborts_attempts(h.events, **P).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------------ registry
@@ -664,7 +664,7 @@ def test_concurrent_opens_are_undecidable_not_passed() -> None:
     h.conn(B, 0.001, None)
     h.finish(0.01, o1, "ok", process="c1")
     h.finish(0.01, o2, "ok", process="c2")
-    v = check_mir_1(h.events, **P)
+    v = check_initial_partner_first(h.events, **P)
     assert v.valid == "unknown" and v.details["ambiguous_opens"] == [0, 1]
 
 
@@ -684,11 +684,11 @@ def test_mir_10_principal_read_from_the_history() -> None:
         h.finish(1.01 if served else 2.0, op, "ok" if served else "fail")
         return h
 
-    assert check_mir_10(hist("b", B).events, **P).valid is True  # B principal: works via B
-    assert check_mir_10(hist("c", None).events, **P).valid is True  # C principal, A mirror: fails
-    v = check_mir_10(hist("c", A).events, **P)
+    assert check_stale_failover_partner(hist("b", B).events, **P).valid is True  # B principal: works via B
+    assert check_stale_failover_partner(hist("c", None).events, **P).valid is True  # C principal, A mirror: fails
+    v = check_stale_failover_partner(hist("c", A).events, **P)
     assert v.valid is False and "which is not the principal" not in v.observed  # should have failed
-    v = check_mir_10(hist("a", A, role_change_during_open=True).events, **P)
+    v = check_stale_failover_partner(hist("a", A, role_change_during_open=True).events, **P)
     assert v.valid == "unknown" and "roles changed" in v.observed
 
 
@@ -703,10 +703,10 @@ def test_mir_7_fast_reset_counts_slow_reset_is_not_judged() -> None:
         h.finish(t + 0.01, op, "ok")
         return h
 
-    assert check_mir_7(hist(0.002, 0.1).events, **P).valid is True
-    v = check_mir_7(hist(0.002, 0.0).events, **P)
+    assert check_partner_retry_delays(hist(0.002, 0.1).events, **P).valid is True
+    v = check_partner_retry_delays(hist(0.002, 0.0).events, **P)
     assert v.valid is False and "(reset/inactive) was 0.000 s; expected 0.100 s" in v.observed
-    v = check_mir_7(hist(2.0, 0.0).events, **P)  # a timeout toxic closing after 2 s: not a fast round
+    v = check_partner_retry_delays(hist(2.0, 0.0).events, **P)  # a timeout toxic closing after 2 s: not a fast round
     assert v.valid == "unknown" and v.details["not_judged"]
 
 
@@ -716,12 +716,12 @@ def test_an_open_the_application_aborted_is_not_the_clients_failure() -> None:
     h.conn(A, 0.0, 0.002, by="upstream", down=40)
     h.add("op.fail", 0.3, process="c1", op_id=op, f="open", error="open aborted", reason="aborted")
     h.add("fault.end", 3.2, fault="observe", id=1, node=None, seconds=3.2, error=None)
-    assert check_mir_4(h.events, **P, login_timeout=5.0).valid == "unknown"
-    assert check_mir_8(h.events, **P, window=3.0).valid == "unknown"
+    assert check_partner_alternation(h.events, **P, login_timeout=5.0).valid == "unknown"
+    assert check_no_timeout_no_end(h.events, **P, window=3.0).valid == "unknown"
     h.events[-2] = Event(h.events[-2].index, 0.3, "op.fail",
                          {"process": "c1", "op_id": op, "f": "open", "error": "gave up"})
-    assert check_mir_4(h.events, **P, login_timeout=5.0).valid is False
-    assert check_mir_8(h.events, **P, window=3.0).valid is False
+    assert check_partner_alternation(h.events, **P, login_timeout=5.0).valid is False
+    assert check_no_timeout_no_end(h.events, **P, window=3.0).valid is False
 
 
 def test_client_attempt_matched_to_a_lagging_proxy_by_socket_address() -> None:
@@ -737,7 +737,7 @@ def test_client_attempt_matched_to_a_lagging_proxy_by_socket_address() -> None:
     h.add("attempt.end", 0.003, process="c1", attempt=2, target="failover", address=LISTEN[B],
           outcome="refused", error="Connection refused")
     h.finish(0.05, op, "fail", error="gave up")
-    v = check_mir_4(h.events, **P, login_timeout=None)
+    v = check_partner_alternation(h.events, **P, login_timeout=None)
     # 2 attempts in the order the client made them, not 3: attempt 1 is the proxy's connection
     assert v.valid is False and "and 2 attempt(s)" in v.observed, v.observed
     assert v.details["client_view_attempts"] == [5, 6]  # only the refused connect
@@ -750,10 +750,10 @@ def test_mir_11_in_flight_op_and_newer_connection_are_not_judged() -> None:
     h.finish(0.01, op, "ok")
     q = h.invoke(0.99, f="query")  # in flight when the connection broke
     h.finish(1.01, q, "ok", f="query")
-    assert check_mir_11(h.events, **P).valid == "unknown"
+    assert check_no_automatic_reconnect(h.events, **P).valid == "unknown"
     q = h.invoke(1.5, f="query")  # invoked after the break: must fail
     h.finish(1.51, q, "ok", f="query")
-    assert check_mir_11(h.events, **P).valid is False
+    assert check_no_automatic_reconnect(h.events, **P).valid is False
 
 
 def test_mir_6_open_succeeding_after_the_login_timeout_is_a_violation() -> None:
@@ -762,7 +762,7 @@ def test_mir_6_open_succeeding_after_the_login_timeout_is_a_violation() -> None:
     h.conn(A, 0.0, 0.08)
     h.conn(B, 0.08, None)  # the attempt opens only at 1.5 s, LT = 1 s
     h.finish(1.5, op, "ok")
-    v = check_mir_6(h.events, **P, login_timeout=1.0)
+    v = check_truncated_last_round(h.events, **P, login_timeout=1.0)
     assert v.valid is False and "attempt 2 (failover, round 1) opened at +1.500 s" in v.observed
 
 
@@ -773,6 +773,6 @@ def test_a_long_lived_opened_connection_is_not_a_long_attempt() -> None:
     h.conn(B, 0.08, 60.0)  # opened at 0.1 s, used for a minute, closed by the application
     h.finish(0.1, op, "ok")
     h.add("attempt.start", 0.0, process="other", attempt=1, target="initial")  # unrelated noise
-    for check in (check_mir_5, check_mir_6):
+    for check in (check_retry_time_schedule, check_truncated_last_round):
         assert check(h.events, **P, login_timeout=1.0).valid is not False
-    assert check_mir_5(h.events, **P, login_timeout=1.0).valid is True
+    assert check_retry_time_schedule(h.events, **P, login_timeout=1.0).valid is True

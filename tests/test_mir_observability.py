@@ -19,15 +19,15 @@ import pytest
 from harness.history.core import Event
 from harness.rules.mirroring import (
     CHECKERS,
-    check_mir_1,
-    check_mir_4,
-    check_mir_5,
-    check_mir_7,
-    check_mir_9,
-    check_mir_10,
+    check_initial_partner_first,
+    check_partner_alternation,
+    check_partner_cache_update,
+    check_partner_retry_delays,
+    check_retry_time_schedule,
+    check_stale_failover_partner,
     retry_delay,
 )
-from harness.rules.mirroring.checks import NEEDS
+from harness.rules.mirroring.scaffold import NEEDS
 
 A, B = "fh-r-n1", "fh-r-n2"
 NODE = {A: "n1", B: "n2"}
@@ -108,10 +108,10 @@ def first_refused_second_up(*, capture: bool | None, observed: bool, client_repo
 
 def test_refused_first_partner_observed_from_outside_is_kept() -> None:
     events = first_refused_second_up(capture=True, observed=True)
-    for check in (check_mir_1, check_mir_4):
-        v = check(events, **P, **({"login_timeout": 2.0} if check is check_mir_4 else {}))
+    for check in (check_initial_partner_first, check_partner_alternation):
+        v = check(events, **P, **({"login_timeout": 2.0} if check is check_partner_alternation else {}))
         assert v.valid is True, v.summary
-    v = check_mir_4(events, **P, login_timeout=2.0)
+    v = check_partner_alternation(events, **P, login_timeout=2.0)
     assert "alternated over 2 attempt(s)" in v.observed and "unobserved" not in v.details
 
 
@@ -119,24 +119,24 @@ def test_refused_first_partner_observed_from_outside_is_kept() -> None:
 def test_refused_first_partner_unobserved_is_unknown_never_violated(capture: bool | None) -> None:
     events = first_refused_second_up(capture=capture, observed=False)
     why = "root (CAP_NET_RAW)" if capture is False else "the history records no refused-connect capture"
-    for check in (check_mir_1, check_mir_4):
-        v = check(events, **P, **({"login_timeout": 2.0} if check is check_mir_4 else {}))
+    for check in (check_initial_partner_first, check_partner_alternation):
+        v = check(events, **P, **({"login_timeout": 2.0} if check is check_partner_alternation else {}))
         assert v.valid == "unknown", v.summary
         assert "connects to the initial partner were refused" in v.observed and why in v.observed
         assert v.details["unobserved"][0]["open"] == (4 if capture is False else 3)  # the op.invoke
     # the same history judged on the proxies alone used to read as "started with the failover partner"
-    assert check_mir_1(events, **P, use_client_view=False).valid == "unknown"
+    assert check_initial_partner_first(events, **P, use_client_view=False).valid == "unknown"
 
 
 def test_refused_first_partner_reported_by_the_client_is_judged_without_the_capture() -> None:
     events = first_refused_second_up(capture=False, observed=False, client_reports=True)
-    assert check_mir_1(events, **P).valid is True
-    assert check_mir_4(events, **P, login_timeout=2.0).valid is True
+    assert check_initial_partner_first(events, **P).valid is True
+    assert check_partner_alternation(events, **P, login_timeout=2.0).valid is True
 
 
 def test_client_attempt_and_captured_refusal_are_one_attempt() -> None:
     events = first_refused_second_up(capture=True, observed=True, client_reports=True)
-    v = check_mir_4(events, **P, login_timeout=2.0)
+    v = check_partner_alternation(events, **P, login_timeout=2.0)
     assert v.valid is True and "over 2 attempt(s)" in v.observed and "client_view_attempts" not in v.details
 
 
@@ -149,7 +149,7 @@ def test_capture_that_stopped_before_the_open_does_not_cover_it() -> None:
     h.open(1.1)
     h.conn(B, 1.101, None)
     h.end(1.105)
-    v = check_mir_1(h.events, **P)
+    v = check_initial_partner_first(h.events, **P)
     assert v.valid == "unknown" and "dropped 3 captured packet(s)" in v.observed
 
 
@@ -163,13 +163,13 @@ def test_refusals_of_a_partner_that_is_not_refusing_leave_the_verdict_judged() -
     h.open(1.1)
     h.conn(A, 1.101, None)
     h.end(1.105)
-    assert check_mir_1(h.events, **P).valid == "unknown"
+    assert check_initial_partner_first(h.events, **P).valid == "unknown"
     h2 = Hist()  # the same open with no refuse partition at all: judged
     h2.up()
     h2.open(1.1)
     h2.conn(A, 1.101, None)
     h2.end(1.105)
-    assert check_mir_1(h2.events, **P).valid is True
+    assert check_initial_partner_first(h2.events, **P).valid is True
 
 
 def test_unobserved_open_that_gives_up_early_is_still_a_mir_4_violation() -> None:
@@ -181,9 +181,9 @@ def test_unobserved_open_that_gives_up_early_is_still_a_mir_4_violation() -> Non
     h.refuse(1.0, 3.0, B)
     h.open(1.1)
     h.end(1.102, "fail", reason="error")
-    v = check_mir_4(h.events, **P, login_timeout=2.0)
+    v = check_partner_alternation(h.events, **P, login_timeout=2.0)
     assert v.valid is False and "gave up after 0.002 s" in v.observed
-    assert check_mir_1(h.events, **P).valid == "unknown"
+    assert check_initial_partner_first(h.events, **P).valid == "unknown"
 
 
 def test_both_refusals_captured_and_early_give_up_is_judged_on_them() -> None:
@@ -195,7 +195,7 @@ def test_both_refusals_captured_and_early_give_up_is_judged_on_them() -> None:
     h.refused(A, 1.1001)
     h.refused(B, 1.1003)
     h.end(1.102, "fail", reason="error")
-    v = check_mir_4(h.events, **P, login_timeout=2.0)
+    v = check_partner_alternation(h.events, **P, login_timeout=2.0)
     assert v.valid is False and "2 attempt(s)" in v.observed
     assert set(v.evidence) == {5, 7, 8}  # the open, its end and the last refused connect
 
@@ -244,22 +244,23 @@ def first_black_holed(held_until: float, *, tries_host_2: bool) -> list[Event]:
 
 
 def test_mir_4_give_up_without_trying_the_other_partner_is_a_violation() -> None:
-    v = check_mir_4(first_black_holed(12.0, tries_host_2=False), **P, login_timeout=2.0)
+    v = check_partner_alternation(first_black_holed(12.0, tries_host_2=False), **P, login_timeout=2.0)
     assert v.valid is False
     assert "retry time 0.160 s expired at +0.161 s (held until +2.000 s)" in v.observed
     assert "without ever trying the failover partner" in v.observed and 1 in v.evidence
 
 
 def test_mir_4_correct_client_behind_a_black_hole_is_kept() -> None:
-    assert check_mir_4(first_black_holed(10.1605, tries_host_2=True), **P, login_timeout=2.0).valid is True
+    assert check_partner_alternation(first_black_holed(10.1605, tries_host_2=True), **P,
+                                     login_timeout=2.0).valid is True
 
 
 def test_mir_4_late_failover_that_opens_is_left_to_mir_5() -> None:
     """Held past its retry time, then the failover partner opens: MIR-4 alternation holds; MIR-5 catches
     the hold."""
     events = first_black_holed(12.0, tries_host_2=True)
-    assert check_mir_4(events, **P, login_timeout=2.0).valid is True
-    assert check_mir_5(events, **P, login_timeout=2.0).valid is False
+    assert check_partner_alternation(events, **P, login_timeout=2.0).valid is True
+    assert check_retry_time_schedule(events, **P, login_timeout=2.0).valid is False
 
 
 def test_mir_4_last_attempt_cut_at_the_login_timeout_is_not_a_give_up() -> None:
@@ -271,7 +272,7 @@ def test_mir_4_last_attempt_cut_at_the_login_timeout_is_not_a_give_up() -> None:
         h.conn(A if k % 2 else B, t, t + held, by="client")
         t += held
     h.end(1.0, "fail", reason="timeout")
-    assert check_mir_4(h.events, **P, login_timeout=1.0).valid is True
+    assert check_partner_alternation(h.events, **P, login_timeout=1.0).valid is True
 
 
 # ------------------------------------------------------------------- readable standbys (MIR-4/10)
@@ -292,23 +293,23 @@ STANDBY_FIRST = {"initial": [B, LISTEN[B]], "failover": [A, LISTEN[A]]}
 
 
 def test_mir_4_open_that_stays_on_a_readable_standby_is_a_violation() -> None:
-    v = check_mir_4(lands_on(B, principal="n1"), **STANDBY_FIRST, login_timeout=2.0)
+    v = check_partner_alternation(lands_on(B, principal="n1"), **STANDBY_FIRST, login_timeout=2.0)
     assert v.valid is False and "ended on n2" in v.observed and "n1 was" in v.observed
-    assert check_mir_4(lands_on(B, principal="n2"), **STANDBY_FIRST, login_timeout=2.0).valid != False  # noqa: E712
+    assert check_partner_alternation(lands_on(B, principal="n2"), **STANDBY_FIRST, login_timeout=2.0).valid != False  # noqa: E712
     # roles changed during the attempt: which node was principal is not decided - not judged on it
-    assert check_mir_4(lands_on(B, principal="n1", switch_at=5.005), **STANDBY_FIRST, login_timeout=2.0).valid \
-        != False  # noqa: E712
+    switched = lands_on(B, principal="n1", switch_at=5.005)
+    assert check_partner_alternation(switched, **STANDBY_FIRST, login_timeout=2.0).valid != False  # noqa: E712
 
 
 def test_mir_4_without_roles_in_the_history_is_not_judged_on_the_principal() -> None:
     events = [e for e in lands_on(B, principal="n1") if e.type != "topology.up"]
-    assert check_mir_4(events, **STANDBY_FIRST, login_timeout=2.0).valid != False  # noqa: E712
+    assert check_partner_alternation(events, **STANDBY_FIRST, login_timeout=2.0).valid != False  # noqa: E712
 
 
 def test_mir_10_first_connect_that_stays_on_a_readable_standby_is_a_violation() -> None:
     """Principal n1, ``Server=n2 (readable standby); Failover Partner=n1``: the first connect must work on
     the principal; one that stays on the standby breaks MIR-10."""
-    v = check_mir_10(lands_on(B, principal="n1"), **STANDBY_FIRST, principal=[A, LISTEN[A], "n1"])
+    v = check_stale_failover_partner(lands_on(B, principal="n1"), **STANDBY_FIRST, principal=[A, LISTEN[A], "n1"])
     assert v.valid is False and "not the principal" in v.observed
 
 
@@ -330,13 +331,13 @@ def inactive_rounds(lt: float, delays: list[float]) -> list[Event]:
 
 
 def test_mir_7_delays_after_round_5_stay_at_1_s() -> None:
-    v = check_mir_7(inactive_rounds(5.0, [0.1, 0.2, 0.4, 0.8, 1.0]), **P)
+    v = check_partner_retry_delays(inactive_rounds(5.0, [0.1, 0.2, 0.4, 0.8, 1.0]), **P)
     assert v.valid is True and "7 delay(s)" in v.observed, v.summary  # three of them after round 5
     assert retry_delay(6) == retry_delay(9) == 1.0
 
 
 def test_mir_7_delays_that_keep_doubling_past_1_s_are_a_violation() -> None:
-    v = check_mir_7(inactive_rounds(5.0, [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]), **P)
+    v = check_partner_retry_delays(inactive_rounds(5.0, [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]), **P)
     assert v.valid is False and "delay after round 5" in v.observed and "expected 1.000 s" in v.observed
 
 
@@ -363,7 +364,8 @@ def redirect_then_reopen(second_failover: str) -> list[Event]:
 
 @pytest.mark.parametrize("variant", ["native", "managed"])
 def test_mir_9_pair_caches_the_server_reached_when_its_mirror_is_the_initial_partner(variant: str) -> None:
-    kept = check_mir_9(redirect_then_reopen(B), **P, variant=variant)
+    kept = check_partner_cache_update(redirect_then_reopen(B), **P, variant=variant)
     assert kept.valid is True and kept.details["server_cached"] >= 1, kept.summary
-    literal = check_mir_9(redirect_then_reopen(A), **P, variant=variant)  # cached the initial partner twice
+    literal = check_partner_cache_update(redirect_then_reopen(A), **P,
+                                         variant=variant)  # cached the initial partner twice
     assert literal.valid is False and "expected the cached failover partner 127.0.0.1:20002" in literal.observed

@@ -18,7 +18,7 @@ import pytest
 from harness.clients.mirroring import PsycopgMultiHostClient
 from harness.faults import Faults
 from harness.history import History
-from harness.rules.mirroring import check_mir_1, check_mir_4
+from harness.rules.mirroring import check_initial_partner_first, check_partner_alternation
 from harness.topology import Pair
 from harness.workload.mirroring import BackgroundOpen, connstring, partner, try_open
 
@@ -64,7 +64,8 @@ def test_silent_client_with_the_first_host_refused_is_kept_when_the_capture_sees
     names = _open_with_n2_refused(pair, history)
     events = history.events()
     assert not history.events("attempt."), "psycopg-multihost reports no attempts of its own"
-    mir1, mir4 = check_mir_1(events, **names), check_mir_4(events, **names, login_timeout=LT)
+    mir1, mir4 = check_initial_partner_first(events, **names), check_partner_alternation(events, **names,
+                                                                                         login_timeout=LT)
     if not ROOT:  # no capture: the same scenario as the test below
         assert mir1.valid == mir4.valid == "unknown"
         return
@@ -78,7 +79,8 @@ def test_silent_client_with_the_first_host_refused_is_unknown_without_the_captur
     names = _open_with_n2_refused(pair, history)
     events = history.events()
     assert not history.events("conn.refused")
-    for verdict in (check_mir_1(events, **names), check_mir_4(events, **names, login_timeout=LT)):
+    for verdict in (check_initial_partner_first(events, **names), check_partner_alternation(events, **names,
+                                                                                            login_timeout=LT)):
         assert verdict.valid == "unknown", verdict.summary
         assert "turned off by FAILOVER_HARNESS_CAPTURE=off" in verdict.observed
         assert "the client reported no attempts" in verdict.observed
@@ -95,7 +97,7 @@ def test_client_that_never_tries_host_2_behind_a_black_hole_violates_mir_4(pair_
         result = bg.wait(LT + 2.0)
     bg.finish(10.0)
     assert not result.ok and not result.pending
-    v = check_mir_4(history.events(), initial=partner(pair, "n2"), failover=partner(pair, "n1"),
+    v = check_partner_alternation(history.events(), initial=partner(pair, "n2"), failover=partner(pair, "n1"),
                     login_timeout=LT)
     assert v.valid is False, v.summary
     assert "retry time 0.160 s expired" in v.observed and "without ever trying the failover partner" in v.observed
@@ -112,11 +114,12 @@ def test_client_that_stays_on_a_readable_standby_violates_mir_4(pair_readable) -
         assert result.conn.execute("SELECT pg_is_in_recovery()") == [(True,)]  # really the standby
     finally:
         result.close()
-    v = check_mir_4(history.events(), initial=partner(pair, "n2"), failover=partner(pair, "n1"), login_timeout=LT)
+    v = check_partner_alternation(history.events(), initial=partner(pair, "n2"), failover=partner(pair, "n1"),
+                                  login_timeout=LT)
     assert v.valid is False and "ended on n2" in v.observed and "(n1 was)" in v.observed, v.summary
     # the same client with the user's target_session_attrs=read-write moves on to the principal: kept
     good = PsycopgMultiHostClient(history=history, process="good")
     try_open(good, connstring(pair, "n2", "n1", login_timeout=LT), history, label="read-write").close()
-    kept = check_mir_4(history.events(), initial=partner(pair, "n2"), failover=partner(pair, "n1"),
+    kept = check_partner_alternation(history.events(), initial=partner(pair, "n2"), failover=partner(pair, "n1"),
                        login_timeout=LT, process="good")
     assert kept.valid is True, kept.summary

@@ -290,10 +290,11 @@ def test_refused_and_reset_fail_fast_black_hole_held_for_its_retry_time() -> Non
         server_held = [b - a for a, b in blackhole.held]
         assert server_held and abs(server_held[0] - 0.08) <= TOL  # socket really closed at the deadline
         events = h.events()
-        for check in (mir.check_mir_1, mir.check_mir_4, mir.check_mir_5, mir.check_mir_6):
+        for check in (mir.check_initial_partner_first, mir.check_partner_alternation, mir.check_retry_time_schedule,
+                      mir.check_truncated_last_round):
             kwargs: dict[str, Any] = {"initial": f"127.0.0.1:{blackhole.port}",
                                       "failover": f"127.0.0.1:{refused}"}
-            if check is not mir.check_mir_1:
+            if check is not mir.check_initial_partner_first:
                 kwargs["login_timeout"] = lt
             v = check(events, **kwargs)
             assert v.valid is True, v.summary
@@ -320,9 +321,9 @@ def test_mir_7_delays_between_fast_rounds() -> None:
         client.open(spec_for(a, b, 0.9))
     delays = [e.get("seconds") for e in h.events("attempt.delay")]
     assert delays[:3] == [0.1, 0.2, 0.4] and 0 < delays[3] < 0.2
-    v = mir.check_mir_7(h.events(), initial=f"127.0.0.1:{a}", failover=f"127.0.0.1:{b}")
+    v = mir.check_partner_retry_delays(h.events(), initial=f"127.0.0.1:{a}", failover=f"127.0.0.1:{b}")
     assert v.valid is True, v.summary
-    v = mir.check_mir_7(h.events(), initial=f"127.0.0.1:{a}", failover=f"127.0.0.1:{b}",
+    v = mir.check_partner_retry_delays(h.events(), initial=f"127.0.0.1:{a}", failover=f"127.0.0.1:{b}",
                         delays=(0.2, 0.2, 0.4, 0.8, 1.0))
     assert v.valid is False
 
@@ -345,7 +346,7 @@ def test_mir_2_missing_database_refused_before_any_attempt() -> None:
         client.open(f"Server=127.0.0.1,{closed_port()}; Failover Partner=127.0.0.1,1; Password=secret")
     assert not h.events("attempt.")
     assert "secret" not in repr([e.to_dict() for e in h.events()])
-    assert mir.check_mir_2(h.events()).valid is True
+    assert mir.check_database_required(h.events()).valid is True
 
 
 @timing_sensitive()
@@ -387,7 +388,7 @@ def test_abort_and_mir_8_no_timeout_keeps_alternating() -> None:
     th.join(2)
     assert time.monotonic() - t < 0.05
     assert isinstance(box["exc"], ConnectionOpenError) and box["exc"].reason == "aborted"
-    v = mir.check_mir_8(h.events(), initial=f"127.0.0.1:{a}", failover=f"127.0.0.1:{b}", window=0.9)
+    v = mir.check_no_timeout_no_end(h.events(), initial=f"127.0.0.1:{a}", failover=f"127.0.0.1:{b}", window=0.9)
     assert v.valid is True, v.summary
 
 
@@ -431,9 +432,9 @@ def test_principal_first_then_redirect_through_inactive_mirror(pair: Any) -> Non
     finally:
         conn.close()
     params = {"initial": _addr(pair.mirror), "failover": _addr(pair.principal)}
-    assert mir.check_mir_1(h2.events(), **params).valid is True
-    assert mir.check_mir_12(h2.events(), **params).valid is True
-    assert mir.check_mir_4(h2.events(), **params, login_timeout=2.0).valid is True
+    assert mir.check_initial_partner_first(h2.events(), **params).valid is True
+    assert mir.check_redirect_keeps_initial_name(h2.events(), **params).valid is True
+    assert mir.check_partner_alternation(h2.events(), **params, login_timeout=2.0).valid is True
 
 
 @timing_sensitive()
@@ -504,9 +505,9 @@ def test_mir_9_native_refreshes_managed_learns_once(pair: Any) -> None:
         pair.start(principal.name)
     params = {"initial": _addr(principal), "failover": stale}
     for variant in ("native", "managed"):
-        v = mir.check_mir_9(h.events(), **params, variant=variant, process=variant)
+        v = mir.check_partner_cache_update(h.events(), **params, variant=variant, process=variant)
         assert v.valid is True, v.summary
-    wrong = mir.check_mir_9(h.events(), **params, variant="managed", process="native")
+    wrong = mir.check_partner_cache_update(h.events(), **params, variant="managed", process="native")
     assert wrong.valid is False and "expected the cached failover partner" in wrong.observed
 
 
@@ -538,9 +539,9 @@ def test_mir_11_broken_connection_surfaces_and_next_open_redirects(pair: Any) ->
         proxy.close()
     closed = [e for e in h.events("conn.closed")]
     assert closed[0].get("by") == "upstream"  # the server side broke the established connection
-    v = mir.check_mir_11(h.events(), initial="pg-initial", failover=_addr(old_mirror), process="c11")
+    v = mir.check_no_automatic_reconnect(h.events(), initial="pg-initial", failover=_addr(old_mirror), process="c11")
     assert v.valid is True, v.summary
-    assert mir.check_mir_4(h.events(), initial="pg-initial", failover=_addr(old_mirror), process="c11",
+    assert mir.check_partner_alternation(h.events(), initial="pg-initial", failover=_addr(old_mirror), process="c11",
                            login_timeout=3.0).valid is True
 
 
@@ -573,10 +574,10 @@ def test_reference_and_psycopg_multihost_judged_from_the_proxy_view(pair: Any) -
         spec = spec_for(hole.port, to_principal.port, 1.0)
         ref.open(spec).close()
         params = {"initial": "pg-hole", "failover": "pg-principal", "process": "ref"}
-        v5 = mir.check_mir_5(h.events(), **params, login_timeout=1.0)
+        v5 = mir.check_retry_time_schedule(h.events(), **params, login_timeout=1.0)
         assert v5.valid is True, v5.summary
         assert "client_view_attempts" not in v5.details  # judged from the proxies alone
-        assert mir.check_mir_4(h.events(), **params, login_timeout=1.0).valid is True
+        assert mir.check_partner_alternation(h.events(), **params, login_timeout=1.0).valid is True
 
         psy = PsycopgMultiHostClient(history=h, process="psy")
         assert "connect_timeout=2" in multihost_conninfo(spec)
@@ -584,7 +585,7 @@ def test_reference_and_psycopg_multihost_judged_from_the_proxy_view(pair: Any) -
         psy.open(spec).close()
         assert time.monotonic() - t >= 1.9
         params["process"] = "psy"
-        v5 = mir.check_mir_5(h.events(), **params, login_timeout=1.0)
+        v5 = mir.check_retry_time_schedule(h.events(), **params, login_timeout=1.0)
         assert v5.valid is False
         assert re.match(r"attempt 1 \(initial, round 1\) held (1\.9[5-9]|2\.0)\d* s; "
                         r"expected 0\.080 s ±0\.020$", v5.observed), v5.observed
@@ -594,7 +595,7 @@ def test_reference_and_psycopg_multihost_judged_from_the_proxy_view(pair: Any) -
         spec2 = spec_for(to_mirror.port, closed_port(), 1.0)
         with pytest.raises(ConnectionOpenError):
             psy.open(spec2)
-        v4 = mir.check_mir_4(h.events(), initial="pg-mirror", failover="none", process="psy",
+        v4 = mir.check_partner_alternation(h.events(), initial="pg-mirror", failover="none", process="psy",
                              login_timeout=1.0)
         assert v4.valid is False and "gave up after" in v4.observed
     finally:
@@ -631,5 +632,6 @@ def test_documented_example_adapter_runs(pair: Any) -> None:
         assert conn.execute("SELECT 1") == [(1,)]
     finally:
         client.shutdown()
-    v = mir.check_mir_12(h.events(), initial=f"127.0.0.1:{refused}", failover=_addr(pair.principal))
+    v = mir.check_redirect_keeps_initial_name(h.events(), initial=f"127.0.0.1:{refused}",
+                                              failover=_addr(pair.principal))
     assert v.valid is False and "expected '127.0.0.1," in v.observed

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.history.core import Event
-from harness.rules.mirroring import check_mir_4, check_mir_13
+from harness.rules.mirroring import check_partner_alternation, check_shutdown_aborts_attempts
 
 A, B = "pg-a", "pg-b"
 LISTEN = {A: "127.0.0.1:20001", B: "127.0.0.1:20002"}
@@ -47,16 +47,17 @@ def _no_attempt_open(value: Any, gave_up: float) -> list[Event]:
 
 
 def test_mir_4_failed_open_without_any_seen_attempt_gave_up_early() -> None:
-    v = check_mir_4(_no_attempt_open(VALUE, 0.002), **P, login_timeout=1.0)
+    v = check_partner_alternation(_no_attempt_open(VALUE, 0.002), **P, login_timeout=1.0)
     assert v.valid is False and "with no attempt seen" in v.observed and v.evidence == (0, 1)
-    assert check_mir_4(_no_attempt_open(VALUE, 1.0), **P, login_timeout=1.0).valid is True
-    assert check_mir_4(_no_attempt_open(VALUE, 0.5), **P, login_timeout=None).valid is False
+    assert check_partner_alternation(_no_attempt_open(VALUE, 1.0), **P, login_timeout=1.0).valid is True
+    assert check_partner_alternation(_no_attempt_open(VALUE, 0.5), **P, login_timeout=None).valid is False
 
 
 def test_mir_4_open_refused_for_a_missing_database_is_not_judged_as_giving_up() -> None:
     no_db = {"connstring": "Server=127.0.0.1,20001; Failover Partner=127.0.0.1,20002"}
-    assert check_mir_4(_no_attempt_open(no_db, 0.001), **P, login_timeout=1.0).valid is True
-    assert check_mir_4(_no_attempt_open(None, 0.001), **P, login_timeout=1.0).valid is True  # value unknown
+    assert check_partner_alternation(_no_attempt_open(no_db, 0.001), **P, login_timeout=1.0).valid is True
+    assert check_partner_alternation(_no_attempt_open(None, 0.001), **P,
+                                     login_timeout=1.0).valid is True  # value unknown
 
 
 def _shutdown_history(by: str, down: int, next_after: float) -> list[Event]:
@@ -70,8 +71,8 @@ def _shutdown_history(by: str, down: int, next_after: float) -> list[Event]:
 
 
 def test_mir_13_client_close_after_the_servers_shutdown_answer_is_judged() -> None:
-    assert check_mir_13(_shutdown_history("client", 108, 0.001), **P).valid is True
-    v = check_mir_13(_shutdown_history("client", 108, 0.5), **P)
+    assert check_shutdown_aborts_attempts(_shutdown_history("client", 108, 0.001), **P).valid is True
+    v = check_shutdown_aborts_attempts(_shutdown_history("client", 108, 0.5), **P)
     assert v.valid is False and "attempt 2 came 0.500 s later" in v.observed
     # closed by the client with no byte from the server: the server did not end it - not judged
-    assert check_mir_13(_shutdown_history("client", 0, 0.001), **P).valid == "unknown"
+    assert check_shutdown_aborts_attempts(_shutdown_history("client", 0, 0.001), **P).valid == "unknown"

@@ -14,7 +14,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.rules import mirroring as mir
-from harness.rules.mirroring.checks import MirCall, MirParams, mir_check, prepare
+from harness.rules.mirroring.scaffold import MirCall, MirParams, mir_check, prepare
 from harness.rules.verdict import Verdict
 from tests.support.mirroring_history import ADDR, A, B, H
 
@@ -76,7 +76,7 @@ def test_signatures_show_the_shared_block() -> None:
             assert shown["login_timeout"] == (None, "float | None")
         assert sig.return_annotation == "Verdict" and check.__annotations__["return"] == "Verdict"
         assert check.__annotations__["initial"] == "PartnerNames"
-    names = list(inspect.signature(mir.check_mir_7).parameters)
+    names = list(inspect.signature(mir.check_partner_retry_delays).parameters)
     assert names.index("process") < names.index("tolerance") < names.index("fast_reset") < names.index(
         "use_client_view")
     assert names.index("delays") < names.index("process")
@@ -98,15 +98,18 @@ def test_mir_check_guards_its_bodies() -> None:
         mir_check("MIR-99", needs=("opens",), login_timeout=True)(own_timeout)
     assert list(inspect.signature(mir_check("MIR-99", needs=("opens",))(own_timeout)).parameters)[3] == "login_timeout"
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
-        mir.check_mir_1([], **P, bogus=1)
+        mir.check_initial_partner_first([], **P, bogus=1)
 
 
 @pytest.mark.parametrize(("check", "what"), [
-    (mir.check_mir_3, "failover (the mirror the client was not told about)"), (mir.check_mir_4, "failover"),
-    (mir.check_mir_5, "failover"), (mir.check_mir_6, "failover"), (mir.check_mir_7, "failover"),
-    (mir.check_mir_8, "failover"),
-    (mir.check_mir_9, "failover (the partner given in the connection string)"), (mir.check_mir_10, "failover"),
-    (mir.check_mir_12, "failover"),
+    (mir.check_no_failover_partner_no_alternation,
+     "failover (the mirror the client was not told about)"), (mir.check_partner_alternation, "failover"),
+    (mir.check_retry_time_schedule, "failover"), (mir.check_truncated_last_round,
+                                                  "failover"), (mir.check_partner_retry_delays, "failover"),
+    (mir.check_no_timeout_no_end, "failover"),
+    (mir.check_partner_cache_update,
+     "failover (the partner given in the connection string)"), (mir.check_stale_failover_partner, "failover"),
+    (mir.check_redirect_keeps_initial_name, "failover"),
 ])
 def test_a_missing_failover_partner_is_a_config_error_naming_it(check: Any, what: str) -> None:
     rule = check.__doc__.split()[0]
@@ -117,22 +120,22 @@ def test_a_missing_failover_partner_is_a_config_error_naming_it(check: Any, what
 
 
 def test_parameter_validation() -> None:
-    mir.check_mir_5([], **P, login_timeout=1.0, tolerance=0.05)  # the loosest accepted
+    mir.check_retry_time_schedule([], **P, login_timeout=1.0, tolerance=0.05)  # the loosest accepted
     for lt in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ConfigError, match="login_timeout must be > 0"):
-            mir.check_mir_5([], **P, login_timeout=lt)
+            mir.check_retry_time_schedule([], **P, login_timeout=lt)
     with pytest.raises(ConfigError, match="tolerance must be a number"):
-        mir.check_mir_5([], **P, login_timeout=1.0, tolerance="x")
-    mir.check_mir_7([], **P, delays=(0, 0.1))  # a zero delay is a delay
+        mir.check_retry_time_schedule([], **P, login_timeout=1.0, tolerance="x")
+    mir.check_partner_retry_delays([], **P, delays=(0, 0.1))  # a zero delay is a delay
     for delays in ((), (0.1, -0.1)):
         with pytest.raises(ConfigError, match="delays must be a non-empty list"):
-            mir.check_mir_7([], **P, delays=delays)
+            mir.check_partner_retry_delays([], **P, delays=delays)
     for window in (None, 0, -1):
         with pytest.raises(ConfigError, match="MIR-8 needs window"):
-            mir.check_mir_8([], **P, window=window)
-    mir.check_mir_8([], **P, window=0.5)
+            mir.check_no_timeout_no_end([], **P, window=window)
+    mir.check_no_timeout_no_end([], **P, window=0.5)
     with pytest.raises(ConfigError, match="variant must be 'native' or 'managed'"):
-        mir.check_mir_9([], **P, variant="other")
+        mir.check_partner_cache_update([], **P, variant="other")
 
 
 def test_validated_block_defaults_and_immutability() -> None:
@@ -173,8 +176,8 @@ def test_only_the_named_process_is_judged() -> None:
     o2 = h.open(1.0, process="c2")
     h.conn(A, 1.001, None)
     h.end(1.01, o2, process="c2")
-    assert mir.check_mir_1(h.events, **P).valid is False
-    v = mir.check_mir_1(h.events, **P, process="c2")
+    assert mir.check_initial_partner_first(h.events, **P).valid is False
+    v = mir.check_initial_partner_first(h.events, **P, process="c2")
     assert v.valid is True and v.details["opens"] == 1
 
 
@@ -184,7 +187,7 @@ def test_client_view_note_and_open_count_in_details() -> None:
     h.attempt(1, 0.0, 0.001, "refused")
     h.conn(B, 0.002, None)
     h.end(0.01, op)
-    v = mir.check_mir_1(h.events, **P)
+    v = mir.check_initial_partner_first(h.events, **P)
     assert v.details["opens"] == 1 and v.details["client_view_attempts"] == [1, 2]
     assert v.details["note"].startswith("refused connects never reach a fault proxy")
 
@@ -209,7 +212,7 @@ def test_mir_2_without_partner_names_every_attempt_in_the_window_counts() -> Non
         op = _no_database_open(h, 1.0)
         h.add("conn.accepted", accept_at, proxy="anything", conn_id=1)
         h.end(1.5, op, "fail", error="no database")
-        v = mir.check_mir_2(h.events)
+        v = mir.check_database_required(h.events)
         assert v.valid is False and "made 1 connection attempt(s)" in v.observed
         assert v.evidence == (0, 1)
     h = H()
@@ -217,10 +220,10 @@ def test_mir_2_without_partner_names_every_attempt_in_the_window_counts() -> Non
     h.add("conn.accepted", 1.6, proxy="anything", conn_id=1)
     h.add("attempt.start", 1.1, process="other", attempt=1)
     h.end(1.5, op, "fail", error="no database")
-    v = mir.check_mir_2(h.events)
+    v = mir.check_database_required(h.events)
     assert (v.rule_id, v.valid) == ("MIR-2", True)
     h.add("attempt.start", 1.2, process="c1", attempt=1)
-    v = mir.check_mir_2(h.events)
+    v = mir.check_database_required(h.events)
     assert v.valid is False and v.evidence == (0, _idx(h, "attempt.start", process="c1"))
 
 
@@ -229,7 +232,7 @@ def test_mir_2_with_only_the_initial_partner_named_other_proxies_do_not_count() 
     op = _no_database_open(h, 1.0)
     h.add("conn.accepted", 1.1, proxy="repl", conn_id=1, listen="127.0.0.1:29999")
     h.end(1.5, op, "fail", error="no database")
-    assert mir.check_mir_2(h.events, initial=A).valid is True
+    assert mir.check_database_required(h.events, initial=A).valid is True
 
 
 def test_mir_2_judges_every_open_without_a_database() -> None:
@@ -238,16 +241,16 @@ def test_mir_2_judges_every_open_without_a_database() -> None:
     h.end(0.01, ok)
     op = _no_database_open(h, 1.0)
     h.end(1.01, op, "ok")
-    v = mir.check_mir_2(h.events, **P)
+    v = mir.check_database_required(h.events, **P)
     assert v.valid is False and v.observed == "open at event 2 without a database ended op.ok"
     h = H()
     op = _no_database_open(h, 0.0, connstring="Server=pg-a;Database=app;Failover Partner=pg-b")
     h.end(0.01, op)
-    assert mir.check_mir_2(h.events, **P).valid == "unknown"
+    assert mir.check_database_required(h.events, **P).valid == "unknown"
     h = H()
     op = _no_database_open(h, 0.0, connstring="Server=pg-a;Failover Partner=pg-b")
     h.end(0.01, op, "fail", error="ConnectionStringError: no database")
-    v = mir.check_mir_2(h.events, **P)
+    v = mir.check_database_required(h.events, **P)
     assert v.valid is True and v.evidence == (0, 1) and "'ConnectionStringError: no database'" in v.observed
 
 
@@ -256,19 +259,19 @@ def test_mir_2_judges_every_open_without_a_database() -> None:
 
 def test_mir_3_messages_number_attempts_without_rounds() -> None:
     h = _hist((A, 0.0, 0.1), (A, 0.1, 0.2), (B, 0.2, None), end=0.3)
-    v = mir.check_mir_3(h.events, **P, login_timeout=1.0)
+    v = mir.check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0)
     assert v.valid is False
     assert v.observed == ("attempt 3 (failover, round 3) went to the partner not named in the connection string "
                           "at +0.200 s")
     assert v.evidence == (0, _idx(h, "conn.accepted", 2))
-    assert mir.check_mir_3([], **P).expected == "only the initial partner is tried"
+    assert mir.check_no_failover_partner_no_alternation([], **P).expected == "only the initial partner is tried"
 
 
 def test_mir_3_deadline_is_inclusive_and_only_failed_opens_are_late() -> None:
     h = _hist((A, 0.0, 1.0 + T), end=1.0 + T, kind="fail")
-    assert mir.check_mir_3(h.events, **P, login_timeout=1.0, tolerance=T).valid is True
+    assert mir.check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0, tolerance=T).valid is True
     h = _hist((A, 0.0, 0.5), (A, 0.5, None), end=1.5)  # succeeded late: MIR-3 judges only which partner
-    v = mir.check_mir_3(h.events, **P, login_timeout=1.0, tolerance=T)
+    v = mir.check_no_failover_partner_no_alternation(h.events, **P, login_timeout=1.0, tolerance=T)
     assert v.valid is True and v.observed == "1 open(s), 2 attempt(s), all to the initial partner"
 
 
@@ -277,13 +280,13 @@ def test_mir_3_deadline_is_inclusive_and_only_failed_opens_are_late() -> None:
 
 def test_mir_4_names_the_sequence_and_gives_up_at_the_deadline_minus_tolerance() -> None:
     h = _hist((A, 0.0, 0.08), (B, 0.08, 0.16), (B, 0.16, None), end=0.2)
-    v = mir.check_mir_4(h.events, **P, login_timeout=1.0)
+    v = mir.check_partner_alternation(h.events, **P, login_timeout=1.0)
     assert v.observed == "attempt 3 (failover, round 2) went to the failover partner; expected initial (sequence I,F,F)"
     h = H()
     op = h.open(0.0)
     h.conn(A, 0.0, 1.0 - T)
     h.end(1.0 - T, op, "fail", error="timeout")
-    v = mir.check_mir_4(h.events, **P, login_timeout=1.0, tolerance=T)
+    v = mir.check_partner_alternation(h.events, **P, login_timeout=1.0, tolerance=T)
     # held past its retry time and never followed by the failover partner: a give-up (MIR-3)
     assert v.valid is False and v.observed.startswith("attempt 1 (initial, round 1) was still held when its retry time")
     assert "without ever trying the failover partner" in v.observed
@@ -297,7 +300,7 @@ def test_mir_5_an_opened_attempt_that_took_too_long() -> None:
     op = h.open(0.0)
     h.conn(A, 0.0, None)
     end = h.end(1.0, op)
-    v = mir.check_mir_5(h.events, **P, login_timeout=2.0)
+    v = mir.check_retry_time_schedule(h.events, **P, login_timeout=2.0)
     assert v.valid is False
     assert v.observed == "attempt 1 (initial, round 1) took 1.000 s (opened); expected at most 0.160 s +0.020"
     assert v.evidence == (0, 1, end.index)
@@ -310,7 +313,7 @@ def test_mir_5_a_slow_reset_is_held_too_long_and_the_cut_is_named() -> None:
     op = h.open(0.0)
     h.conn(A, 0.0, 0.5, by="toxic")
     h.end(0.6, op, "fail", error="x")
-    v = mir.check_mir_5(h.events, **P, login_timeout=2.0)
+    v = mir.check_retry_time_schedule(h.events, **P, login_timeout=2.0)
     assert v.valid is False and v.observed.startswith("attempt 1 (initial, round 1) held 0.500 s (reset); expected at")
     assert "cut by the login timeout" not in v.observed and v.evidence == (0, 1, 2)
     h = H()
@@ -321,7 +324,7 @@ def test_mir_5_a_slow_reset_is_held_too_long_and_the_cut_is_named() -> None:
         t = end
     h.conn(B, 2.5, 2.6, by="toxic")  # nothing left: held 0.1 s past the login timeout
     h.end(2.6, op, "fail", error="x")
-    v = mir.check_mir_5(h.events, **P, login_timeout=2.5)
+    v = mir.check_retry_time_schedule(h.events, **P, login_timeout=2.5)
     assert v.valid is False and v.observed == (
         "attempt 8 (failover, round 4) held 0.100 s (reset); expected at most 0.000 s +0.020 "
         "(retry time 0.800 s cut by the login timeout)")
@@ -336,7 +339,7 @@ def test_mir_5_timeout_and_held_boundaries_are_inclusive() -> None:
         h.conn(A, 0.0, 1.0 + T, by=by)
         h.conn(B, 1.0 + T, None)
         h.end(1.5, op)
-        v = mir.check_mir_5(h.events, **P, login_timeout=12.5, tolerance=T)
+        v = mir.check_retry_time_schedule(h.events, **P, login_timeout=12.5, tolerance=T)
         assert v.valid is not False, (by, v.observed)
 
 
@@ -357,7 +360,7 @@ def _timed_out(lt: float, ends: list[float], fail_at: float | None) -> H:
 
 def test_mir_6_deadline_boundaries_are_inclusive() -> None:
     h = _timed_out(1.0, [0.08, 0.16, 0.32, 0.48, 1.0 + T], 1.0 + T)
-    v = mir.check_mir_6(h.events, **P, login_timeout=1.0, tolerance=T)
+    v = mir.check_truncated_last_round(h.events, **P, login_timeout=1.0, tolerance=T)
     assert v.valid is True
     assert v.evidence == (0, *range(9, 12))
     assert v.observed == "1 failed open(s) stayed within the login timeout; last failed at +1.031 s after 5 attempt(s)"
@@ -366,7 +369,7 @@ def test_mir_6_deadline_boundaries_are_inclusive() -> None:
 def test_mir_6_an_attempt_ending_past_the_deadline() -> None:
     h = _timed_out(1.0, [0.08, 1.2], None)
     h.end(1.2, 1, "fail", error="timeout")
-    v = mir.check_mir_6(h.events, **P, login_timeout=1.0)
+    v = mir.check_truncated_last_round(h.events, **P, login_timeout=1.0)
     assert v.valid is False
     assert v.observed == "attempt 2 (failover, round 1) ended at +1.200 s, 0.200 s past the login timeout"
     assert v.evidence == (0, 3, 4)
@@ -377,7 +380,7 @@ def test_mir_6_an_open_ending_past_the_deadline_without_attempts(kind: str, word
     h = H()
     op = h.open(0.0)
     h.end(1.5, op, kind, error="x")
-    v = mir.check_mir_6(h.events, **P, login_timeout=1.0)
+    v = mir.check_truncated_last_round(h.events, **P, login_timeout=1.0)
     assert v.valid is False and v.observed == f"open at event 0 {word} at +1.500 s, 0.500 s past the login timeout"
     assert v.evidence == (0, 1)
 
@@ -388,7 +391,7 @@ def test_mir_6_an_attempt_opening_past_the_deadline_cites_the_open_end() -> None
     h.conn(A, 0.0, 0.08)
     h.conn(B, 0.08, None)
     end = h.end(1.5, op)
-    v = mir.check_mir_6(h.events, **P, login_timeout=1.0)
+    v = mir.check_truncated_last_round(h.events, **P, login_timeout=1.0)
     assert v.valid is False and v.evidence == (0, 3, end.index)
 
 
@@ -397,7 +400,7 @@ def test_mir_6_a_failed_open_without_attempts_or_still_running_is_not_a_violatio
     op = h.open(0.0)
     h.end(0.5, op, "fail", error="x")
     h.open(2.0)
-    assert mir.check_mir_6(h.events, **P, login_timeout=1.0).valid == "unknown"
+    assert mir.check_truncated_last_round(h.events, **P, login_timeout=1.0).valid == "unknown"
 
 
 # ------------------------------------------------------------------------------ MIR-7
@@ -421,45 +424,45 @@ def test_mir_7_boundaries_are_inclusive() -> None:
     s = 1 / 64
     h = _rounds((A, 0.0, s, "upstream", 9), (B, s + T, 2 * s + T, "upstream", 9),
                 (A, 2 * s + T + 0.125 + T, None, "client", 0), ok_at=1.0)
-    v = mir.check_mir_7(h.events, **P, tolerance=T, delays=(0.125, 0.25))
+    v = mir.check_partner_retry_delays(h.events, **P, tolerance=T, delays=(0.125, 0.25))
     assert v.valid is True and v.observed == "1 delay(s) after fast rounds on schedule"
     h = _rounds((A, 0.0, 0.0625, "toxic", 0), (B, 0.0625, 0.0625 + s, "upstream", 9),
                 (A, 0.0625 + s + 0.125, None, "client", 0), ok_at=1.0)
-    assert mir.check_mir_7(h.events, **P, tolerance=T, delays=(0.125,), fast_reset=0.0625).valid is True
+    assert mir.check_partner_retry_delays(h.events, **P, tolerance=T, delays=(0.125,), fast_reset=0.0625).valid is True
     h = _rounds((A, 0.0, 0.5, "client", 0), (B, 0.5, 1.0, "client", 0), (A, 1.0 + T, None, "client", 0), ok_at=2.0)
-    assert mir.check_mir_7(h.events, **P, tolerance=T).valid is not False
+    assert mir.check_partner_retry_delays(h.events, **P, tolerance=T).valid is not False
 
 
 def test_mir_7_messages_and_counts() -> None:
     h = _rounds((A, 0.0, 0.002, "upstream", 9), (B, 0.102, 0.104, "upstream", 9), (A, 0.3, None, "client", 0),
                 ok_at=0.4)
-    v = mir.check_mir_7(h.events, **P)
+    v = mir.check_partner_retry_delays(h.events, **P)
     assert v.observed == ("0.100 s between attempt 1 (initial, round 1) and attempt 2 (failover, round 1); "
                           "expected no delay inside a round (≤ 0.020)")
     assert v.evidence == (1, 2, 3, 4)
     h = _rounds((A, 0.0, 0.002, "upstream", 9), (B, 0.002, 0.004, "upstream", 9), (A, 0.004, None, "client", 0),
                 ok_at=0.4)
-    v = mir.check_mir_7(h.events, **P)
+    v = mir.check_partner_retry_delays(h.events, **P)
     assert v.observed == "delay after round 1 (inactive/inactive) was 0.000 s; expected 0.100 s ±0.020"
     assert v.evidence == (3, 4, 5)
     spec = [(A, 0.0, 0.002, "upstream", 9), (B, 0.002, 0.004, "upstream", 9), (A, 0.104, 0.106, "upstream", 9),
             (B, 0.106, 0.108, "upstream", 9), (A, 0.308, None, "client", 0)]
-    v = mir.check_mir_7(_rounds(*spec, ok_at=0.5).events, **P)  # type: ignore[arg-type]
+    v = mir.check_partner_retry_delays(_rounds(*spec, ok_at=0.5).events, **P)  # type: ignore[arg-type]
     assert v.valid is True and v.observed == "2 delay(s) after fast rounds on schedule"
 
 
 def test_mir_7_a_held_or_concurrent_attempt_does_not_stop_later_rounds() -> None:
     h = _rounds((A, 0.0, 0.002, "upstream", 9), (B, 0.002, None, "client", 0), (A, 0.102, 0.104, "upstream", 9),
                 (B, 0.104, 0.106, "upstream", 9), (A, 0.306, None, "client", 0), ok_at=0.4)
-    v = mir.check_mir_7(h.events, **P)
+    v = mir.check_partner_retry_delays(h.events, **P)
     assert v.valid is True and v.observed == "1 delay(s) after fast rounds on schedule"
     h = _rounds((A, 0.0, None, "client", 0), (B, 0.001, 0.002, "upstream", 9), ok_at=0.5)
-    assert mir.check_mir_7(h.events, **P).valid == "unknown"
+    assert mir.check_partner_retry_delays(h.events, **P).valid == "unknown"
 
 
 def test_mir_7_lists_the_rounds_it_could_not_judge() -> None:
     h = _rounds((A, 0.0, 0.5, "client", 0), (B, 0.5, 0.502, "upstream", 9), (A, 0.6, None, "client", 0), ok_at=1.0)
-    v = mir.check_mir_7(h.events, **P)
+    v = mir.check_partner_retry_delays(h.events, **P)
     assert v.valid == "unknown" and v.details["not_judged"] == [_idx(h, "conn.accepted", 1)]
 
 
@@ -485,7 +488,7 @@ def test_mir_8_window_edges() -> None:
     end are inside it; an attempt at exactly half the window is in its second half."""
     h = _alternating(2.01)
     h.add("fault.end", 2.0, fault="observe", id=1)
-    v = mir.check_mir_8(h.events, **P, window=2.0)
+    v = mir.check_no_timeout_no_end(h.events, **P, window=2.0)
     assert v.valid is True and v.observed == "9 attempts alternating within 2.000 s; last started at +2.000 s"
     accepted = [e.index for e in h.events if e.type == "conn.accepted"]
     assert v.evidence == tuple(sorted(i for a in accepted[-4:] for i in (a, a + 1)))
@@ -497,16 +500,16 @@ def test_mir_8_window_edges() -> None:
     h.conn(B, 1.5, 1.502, by="upstream", down=9)
     h.conn(A, 2.0, 2.002, by="upstream", down=9)
     h.add("fault.end", 2.5, fault="observe", id=1)
-    assert mir.check_mir_8(h.events, **P, window=3.0).valid == "unknown"  # history too short
+    assert mir.check_no_timeout_no_end(h.events, **P, window=3.0).valid == "unknown"  # history too short
     h.add("fault.end", 3.0, fault="observe", id=2)
-    v = mir.check_mir_8(h.events, **P, window=3.0)
+    v = mir.check_no_timeout_no_end(h.events, **P, window=3.0)
     assert v.valid is True  # B at 1.5 = half of 3.0 counts for the second half
 
 
 def test_mir_8_the_second_half_needs_both_partners() -> None:
     h = _alternating(3.0, only=A, stop=1.0)
     h.add("fault.end", 3.2, fault="observe", id=1)
-    v = mir.check_mir_8(h.events, **P, window=3.0)
+    v = mir.check_no_timeout_no_end(h.events, **P, window=3.0)
     assert v.valid is False and v.observed.startswith("attempt 6 (initial, round 3) went to the initial partner")
     h = H()
     h.open(0.0)
@@ -514,7 +517,7 @@ def test_mir_8_the_second_half_needs_both_partners() -> None:
     h.conn(B, 1.2, 1.202, by="upstream", down=9)  # the failover partner only before 1.5 s
     h.conn(A, 2.0, 2.002, by="upstream", down=9)
     h.add("fault.end", 3.2, fault="observe", id=1)
-    v = mir.check_mir_8(h.events, **P, window=3.0)
+    v = mir.check_no_timeout_no_end(h.events, **P, window=3.0)
     assert v.valid is False
     assert v.observed == "no attempt to the failover partner in the second half of the window (last at +1.200 s)"
     assert v.evidence == (0, 3, 4)
@@ -531,7 +534,7 @@ def test_mir_8_how_the_open_ended_inside_the_window(kind: str, at: float, valid:
     h = _alternating(at)
     h.end(at, 1, kind, error="x")
     h.add("fault.end", 3.5, fault="observe", id=1)
-    assert mir.check_mir_8(h.events, **P, window=3.0).valid == valid
+    assert mir.check_no_timeout_no_end(h.events, **P, window=3.0).valid == valid
 
 
 # ------------------------------------------------------------------------------ MIR-9
@@ -552,13 +555,13 @@ def test_mir_9_kept_names_its_source_and_counts_the_judged_attempts() -> None:
     h = H()
     _opened(h, 1.0, pub_before=ADDR[B], pub_node=None)  # published without a node: any server's
     _opened(h, 3.0, via=B)
-    v = mir.check_mir_9(h.events, **P)
+    v = mir.check_partner_cache_update(h.events, **P)
     assert v.valid is True and v.observed == "1 failover attempt(s) went to the cached partner"
     assert v.details["partner_source"] == "mirroring.partner events"
     assert v.evidence == (_idx(h, "conn.accepted", 2),)
     assert v.expected == ("native: failover attempts go to the mirror the server published at the last "
                           "successful open")
-    assert mir.check_mir_9([], **P, variant="managed").expected.endswith("the first successful open")
+    assert mir.check_partner_cache_update([], **P, variant="managed").expected.endswith("the first successful open")
 
 
 def test_mir_9_what_each_open_learned() -> None:
@@ -575,7 +578,7 @@ def test_mir_9_what_each_open_learned() -> None:
     h.add("mirroring.partner", 3.01, node="a", partner="")  # a cleared partner is not one
     h.end(3.01, op)
     _opened(h, 5.0, via=B)
-    v = mir.check_mir_9(h.events, **P)
+    v = mir.check_partner_cache_update(h.events, **P)
     assert v.valid is True and v.details["partner_source"] == "mirroring.partner events"
 
 
@@ -588,7 +591,7 @@ def test_mir_9_odd_slots_go_to_the_initial_partner_even_slots_to_the_cache() -> 
     h.conn(A, 3.104, 3.105, upfail=True, by="proxy")
     h.conn(B, 3.106, None)
     h.end(3.2, op)
-    v = mir.check_mir_9(h.events, **P)
+    v = mir.check_partner_cache_update(h.events, **P)
     assert v.valid is True and v.observed == "2 failover attempt(s) went to the cached partner"
 
 
@@ -611,7 +614,7 @@ def test_mir_10_a_principal_named_by_node_is_linked_to_its_proxy_and_address() -
     for failover in (B, ADDR[B]):
         h = H()
         _first_open(h, B)
-        v = mir.check_mir_10(h.events, initial=A, failover=failover, principal=["b", "zz"])
+        v = mir.check_stale_failover_partner(h.events, initial=A, failover=failover, principal=["b", "zz"])
         assert v.valid is True
         assert v.observed == "first open succeeded on the principal via attempt 2 (failover, round 1)"
         assert v.expected == "the first connect works, on the principal"
@@ -624,7 +627,7 @@ def test_mir_10_principal_linked_through_topology_up() -> None:
     h.attempt(1, 1.0, 1.001, "refused")
     h.attempt(2, 1.002, 1.003, "opened", target="failover")
     h.end(1.01, op)
-    v = mir.check_mir_10(h.events, initial=(A, ADDR[A]), failover=ADDR[B], principal=["n-b", "zz"])
+    v = mir.check_stale_failover_partner(h.events, initial=(A, ADDR[A]), failover=ADDR[B], principal=["n-b", "zz"])
     assert v.valid is True
 
 
@@ -637,13 +640,13 @@ def test_mir_10_reads_the_principal_before_the_first_open_of_the_process() -> No
     h.add("op.invoke", 0.5, process="other", op_id=99, f="query")
     _first_open(h, B)
     h.add("role.change", 2.0, node="pg-a", old_role="mirror", new_role="principal")  # after the first open
-    v = mir.check_mir_10(h.events, **P, process="c1")
+    v = mir.check_stale_failover_partner(h.events, **P, process="c1")
     assert v.valid is True
     h = H()
     h.add("node.start", 0.0, node="pg-b", role="principal")
     h.add("role.change", 1.0, node="pg-b", old_role="principal", new_role="principal")  # at the invoke: before
     _first_open(h, B)
-    assert mir.check_mir_10(h.events, **P).valid is True
+    assert mir.check_stale_failover_partner(h.events, **P).valid is True
 
 
 def test_mir_10_role_changes_during_the_first_open_make_it_unknown() -> None:
@@ -652,47 +655,48 @@ def test_mir_10_role_changes_during_the_first_open_make_it_unknown() -> None:
         h.add("node.start", 0.0, node="pg-b", role="principal")
         _first_open(h, B)
         h.add("role.change", change_at, node="pg-a", old_role="mirror", new_role="principal")
-        v = mir.check_mir_10(h.events, **P)
+        v = mir.check_stale_failover_partner(h.events, **P)
         assert (v.rule_id, v.valid) == ("MIR-10", "unknown") and "roles changed" in v.observed
     h = H()
     h.add("node.start", 0.0, node="pg-b", role="principal")
     op = h.open(1.0)
     h.conn(A, 1.0, None)
     h.add("role.change", 1.5, node="pg-a", old_role="mirror", new_role="principal")  # the open never ends
-    v = mir.check_mir_10(h.events, **P)
+    v = mir.check_stale_failover_partner(h.events, **P)
     assert v.valid == "unknown" and v.evidence == (_idx(h, "op.invoke"), _idx(h, "role.change"))
     assert op == 1
 
 
 def test_mir_10_unknown_cases_name_the_rule() -> None:
-    v = mir.check_mir_10([], **P)
+    v = mir.check_stale_failover_partner([], **P)
     assert (v.rule_id, v.valid, v.observed) == ("MIR-10", "unknown", "no open in the history")
     h = H()
     h.add("node.start", 0.0, node="pg-b", role="mirror")
     _first_open(h, B)
-    v = mir.check_mir_10(h.events, **P)
+    v = mir.check_stale_failover_partner(h.events, **P)
     assert (v.rule_id, v.valid) == ("MIR-10", "unknown") and v.observed.startswith("no principal given")
     h = H()
     op = h.open(1.0)
     h.end(1.01, op)
-    v = mir.check_mir_10(h.events, **P, principal=B)
+    v = mir.check_stale_failover_partner(h.events, **P, principal=B)
     assert v.valid == "unknown" and v.observed == "first open succeeded but no attempt was observed"
     h = H()
     _first_open(h, B, kind="info")
-    assert mir.check_mir_10(h.events, **P, principal=B).observed == "no decided first open in the history"
+    assert mir.check_stale_failover_partner(h.events, **P,
+                                            principal=B).observed == "no decided first open in the history"
 
 
 def test_mir_10_principal_from_node_start_alone_and_a_later_demotion() -> None:
     h = H()
     h.add("node.start", 0.0, node="pg-b", role="principal")
     _first_open(h, B)
-    v = mir.check_mir_10(h.events, **P)
+    v = mir.check_stale_failover_partner(h.events, **P)
     assert v.valid is True and v.expected == "the first connect works, on the principal"
     h = H()
     h.add("role.change", 0.1, node="pg-b", old_role="mirror", new_role="principal")
     h.add("role.change", 0.2, node="pg-a", old_role="principal", new_role="mirror")  # a demotion names no one
     _first_open(h, B)
-    assert mir.check_mir_10(h.events, **P).valid is True
+    assert mir.check_stale_failover_partner(h.events, **P).valid is True
 
 
 def test_mir_10_an_instant_failure_is_the_first_open_end() -> None:
@@ -701,7 +705,7 @@ def test_mir_10_an_instant_failure_is_the_first_open_end() -> None:
     op = h.open(1.0)
     h.end(1.0, op, "fail", error="refused")  # failed at the instant it began
     h.add("role.change", 2.0, node="pg-a", old_role="mirror", new_role="principal")  # after it
-    v = mir.check_mir_10(h.events, **P)
+    v = mir.check_stale_failover_partner(h.events, **P)
     assert v.valid is True and v.expected.startswith("the first connect fails")
 
 
@@ -714,7 +718,8 @@ def test_mir_10_the_first_open_end_is_its_own() -> None:
     h.add("role.change", 1.002, node="pg-a", old_role="mirror", new_role="principal")
     h.conn(B, 1.003, None)
     h.add("op.ok", 1.01, process="c1", op_id=1, f="open")
-    assert mir.check_mir_10(h.events, **P).valid == "unknown"  # the role change is inside c1's first open
+    assert mir.check_stale_failover_partner(h.events,
+                                            **P).valid == "unknown"  # the role change is inside c1's first open
 
 
 # ------------------------------------------------------------------------------ MIR-11
@@ -737,7 +742,7 @@ def _query(h: H, t0: float, t1: float, kind: str = "ok", f: str = "query", proce
 def test_mir_11_an_operation_invoked_exactly_at_the_break_must_fail() -> None:
     h, _ = _broken()
     _query(h, 1.0, 1.01)
-    v = mir.check_mir_11(h.events, **P)
+    v = mir.check_no_automatic_reconnect(h.events, **P)
     assert v.valid is False
     assert v.observed == "query op 2 succeeded 0.010 s after the connection broke, without a new open"
 
@@ -747,26 +752,26 @@ def test_mir_11_other_processes_closes_and_new_opens_are_not_the_next_operation(
     _query(h, 1.1, 1.2, process="c2")
     _query(h, 1.3, 1.4, f="close")
     _query(h, 1.5, 1.6, kind="fail")
-    v = mir.check_mir_11(h.events, **P)
+    v = mir.check_no_automatic_reconnect(h.events, **P)
     assert v.valid is True and v.observed == "1 break(s) surfaced as an error; no automatic reconnect"
     h, _ = _broken()
     op = h.open(1.0)  # a new open exactly at the break: then the next operation is on the new connection
     h.conn(A, 1.0, None)
     h.end(1.01, op)
     _query(h, 1.1, 1.2)
-    assert mir.check_mir_11(h.events, **P).valid == "unknown"
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid == "unknown"
 
 
 def test_mir_11_a_reconnect_at_the_instant_of_the_break_or_inside_an_open_is_not_automatic() -> None:
     h, _ = _broken()
     h.conn(B, 1.0, None)  # accepted at the very instant of the break
     _query(h, 1.1, 1.2, kind="fail")
-    assert mir.check_mir_11(h.events, **P).valid is True
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid is True
     h, _ = _broken()
     op = h.open(1.5)
     h.conn(B, 1.6, None)
     h.end(1.6, op)  # accepted at the open's end: inside it
-    assert mir.check_mir_11(h.events, **P).valid is not False
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid is not False
 
 
 def test_mir_11_a_connection_broken_as_it_opened() -> None:
@@ -775,7 +780,7 @@ def test_mir_11_a_connection_broken_as_it_opened() -> None:
     h.conn(A, 0.0, 0.5, by="upstream", down=500)
     h.end(0.5, op)  # the connection broke at the instant the open succeeded
     _query(h, 0.5, 0.6)
-    assert mir.check_mir_11(h.events, **P).valid is False
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid is False
 
 
 def test_mir_11_another_open_ending_after_the_break_is_not_the_next_operation() -> None:
@@ -783,7 +788,7 @@ def test_mir_11_another_open_ending_after_the_break_is_not_the_next_operation() 
     op = h.open(0.5)  # a second open of the process, still running at the break
     h.end(1.2, op)
     _query(h, 1.5, 1.6)
-    v = mir.check_mir_11(h.events, **P)
+    v = mir.check_no_automatic_reconnect(h.events, **P)
     assert v.valid is False and "succeeded 0.600 s after the connection broke" in v.observed
 
 
@@ -793,10 +798,10 @@ def test_mir_11_only_a_successful_open_whose_connection_the_server_closed_is_jud
     h.conn(A, 0.0, 1.0, by="upstream", down=500)
     h.end(0.01, op, "fail", error="x")
     _query(h, 1.5, 1.6)
-    assert mir.check_mir_11(h.events, **P).valid == "unknown"
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid == "unknown"
     h, _ = _broken(by="client")  # the application closed it
     _query(h, 1.5, 1.6)
-    assert mir.check_mir_11(h.events, **P).valid == "unknown"
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid == "unknown"
 
 
 def test_mir_11_a_newer_connection_of_the_process_makes_later_operations_ambiguous() -> None:
@@ -805,13 +810,13 @@ def test_mir_11_a_newer_connection_of_the_process_makes_later_operations_ambiguo
     h.conn(B, 0.5, None)
     h.end(1.0, op)  # opened at the very moment of the break
     _query(h, 1.5, 1.6)
-    assert mir.check_mir_11(h.events, **P).valid == "unknown"
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid == "unknown"
     h, _ = _broken()
     op = h.open(0.5, process="c2")
     h.conn(B, 0.5, None)
     h.end(0.6, op, process="c2")
     _query(h, 1.5, 1.6)
-    assert mir.check_mir_11(h.events, **P).valid is False
+    assert mir.check_no_automatic_reconnect(h.events, **P).valid is False
 
 
 # ------------------------------------------------------------------------------ MIR-12
@@ -833,7 +838,7 @@ def test_mir_12_judges_every_redirected_open_that_says_what_it_presents() -> Non
     h.end(0.01, op, value={"presented_server": "pg-a"})  # not redirected
     _redirected(h, 1.0, None)  # redirected, silent
     _redirected(h, 2.0, "PG-A,20001")
-    v = mir.check_mir_12(h.events, **P)
+    v = mir.check_redirect_keeps_initial_name(h.events, **P)
     assert v.valid is True
     last = [e.index for e in h.events if e.t >= 2.0]
     assert v.evidence == (last[0], last[4], last[5])
@@ -849,7 +854,7 @@ def test_mir_13_a_stop_without_seconds_starts_at_its_event() -> None:
     h.add("node.stop", 1.0, node="a")
     h.conn(B, 1.002, None)
     h.end(1.01, op)
-    v = mir.check_mir_13(h.events, **P)
+    v = mir.check_shutdown_aborts_attempts(h.events, **P)
     assert v.valid is True and v.observed == "attempt(s) pending at the shutdown were abandoned at once"
 
 
@@ -862,7 +867,7 @@ def test_mir_13_pending_edges() -> None:
         h.conn(A, start, end, by="upstream")
         h.conn(B, end + 0.001, None)
         h.end(end + 0.01, op)
-        assert mir.check_mir_13(h.events, **P, tolerance=T).valid is True, (start, end)
+        assert mir.check_shutdown_aborts_attempts(h.events, **P, tolerance=T).valid is True, (start, end)
 
 
 def test_mir_13_a_client_view_attempt_pending_on_a_named_partner() -> None:
@@ -871,7 +876,7 @@ def test_mir_13_a_client_view_attempt_pending_on_a_named_partner() -> None:
     h.add("node.kill", 0.1, node="pg-a")
     h.attempt(1, 0.0, 1.2, "timeout", address=None)
     h.end(1.3, op, "fail", error="x")
-    v = mir.check_mir_13(h.events, initial=(A, "zz"), failover=B)
+    v = mir.check_shutdown_aborts_attempts(h.events, initial=(A, "zz"), failover=B)
     assert v.valid is False and "waited out its retry time" in v.observed
     h = H()
     op = h.open(0.0)
@@ -879,7 +884,7 @@ def test_mir_13_a_client_view_attempt_pending_on_a_named_partner() -> None:
     h.attempt(1, 0.0, 0.1005, "timeout", address=None)  # gave up at the shutdown itself
     h.attempt(2, 0.101, 0.102, "refused", target="failover", address=None)
     h.end(0.2, op, "fail", error="x")
-    assert mir.check_mir_13(h.events, **P).valid is True
+    assert mir.check_shutdown_aborts_attempts(h.events, **P).valid is True
 
 
 def test_mir_13_a_slow_server_close_is_judged_by_the_next_step_not_as_a_wait() -> None:
@@ -889,7 +894,7 @@ def test_mir_13_a_slow_server_close_is_judged_by_the_next_step_not_as_a_wait() -
     h.conn(A, 0.0, 0.45, by="upstream")
     h.conn(B, 0.451, None)
     h.end(0.46, op)
-    assert mir.check_mir_13(h.events, **P).valid is True
+    assert mir.check_shutdown_aborts_attempts(h.events, **P).valid is True
 
 
 def test_mir_13_the_delay_after_a_round_is_allowed() -> None:
@@ -903,8 +908,9 @@ def test_mir_13_the_delay_after_a_round_is_allowed() -> None:
         h.end(second_round_at + 0.01, op)
         return h
 
-    assert mir.check_mir_13(hist("b", 0.4).events, **P).valid is True  # attempt 2 closed round 1: 100 ms delay
-    v = mir.check_mir_13(hist("a", 0.4).events, **P)
+    assert mir.check_shutdown_aborts_attempts(hist("b", 0.4).events,
+                                              **P).valid is True  # attempt 2 closed round 1: 100 ms delay
+    v = mir.check_shutdown_aborts_attempts(hist("a", 0.4).events, **P)
     assert v.valid is True  # attempt 1 (A) pending at A's kill; attempt 2 followed at once
     h = H()
     op = h.open(0.0)
@@ -912,7 +918,7 @@ def test_mir_13_the_delay_after_a_round_is_allowed() -> None:
     h.add("node.kill", 0.3, node="a")
     h.conn(B, 0.4, None)  # attempt 1 closed no round: no delay allowed
     h.end(0.41, op)
-    v = mir.check_mir_13(h.events, **P)
+    v = mir.check_shutdown_aborts_attempts(h.events, **P)
     assert v.valid is False and v.observed.endswith("but attempt 2 came 0.100 s later; expected ≤ 0.000 s +0.020")
 
 
@@ -923,27 +929,27 @@ def test_mir_13_what_it_cannot_judge() -> None:
     h.conn(A, 0.0, None)  # still held when A stops
     h.add("node.kill", 0.1, node="a")
     h.end(5.0, op, "fail", error="x")
-    v = mir.check_mir_13(h.events, **P)
+    v = mir.check_shutdown_aborts_attempts(h.events, **P)
     assert (v.rule_id, v.valid) == ("MIR-13", "unknown") and v.details["not_judged"] == [_idx(h, "conn.accepted")]
     h = H()
     op = h.open(0.0)
     h.conn(A, 0.0, None)
     h.end(0.01, op)  # opened, and still open when A stops later
     h.add("node.kill", 1.0, node="a")
-    v = mir.check_mir_13(h.events, **P)
+    v = mir.check_shutdown_aborts_attempts(h.events, **P)
     assert v.valid == "unknown" and v.details["not_judged"] == []
     h = H()
     op = h.open(0.0)
     h.conn(A, 0.0, 0.5, by="client", down=0)  # the client hung up, the server never closed it
     h.add("node.kill", 0.2, node="a")
     h.end(0.6, op, "fail", error="x")
-    v = mir.check_mir_13(h.events, **P)
+    v = mir.check_shutdown_aborts_attempts(h.events, **P)
     assert v.valid == "unknown" and v.details["not_judged"] == [1]
     h = H()
     h.open(0.0)
     h.add("node.kill", 0.2, node="a")
     h.conn(A, 0.0, 0.2, by="upstream")  # closed by the shutdown, and nothing after it yet
-    assert mir.check_mir_13(h.events, **P).valid == "unknown"
+    assert mir.check_shutdown_aborts_attempts(h.events, **P).valid == "unknown"
 
 
 def test_mir_13_an_attempt_after_the_shutdown_was_not_pending() -> None:
@@ -952,7 +958,7 @@ def test_mir_13_an_attempt_after_the_shutdown_was_not_pending() -> None:
     h.add("node.kill", 0.1, node="pg-a")
     h.attempt(1, 0.5, 2.0, "timeout", address=None)
     h.end(2.1, op, "fail", error="x")
-    assert mir.check_mir_13(h.events, **P).valid == "unknown"
+    assert mir.check_shutdown_aborts_attempts(h.events, **P).valid == "unknown"
 
 
 def test_mir_13_giving_up_at_shutdown_plus_tolerance_is_not_waiting() -> None:
@@ -962,7 +968,7 @@ def test_mir_13_giving_up_at_shutdown_plus_tolerance_is_not_waiting() -> None:
     h.attempt(1, 0.0, 0.25 + T, "timeout", address=None)
     h.attempt(2, 0.25 + T, 0.3, "refused", target="failover", address=None)
     h.end(0.3, op, "fail", error="x")
-    assert mir.check_mir_13(h.events, **P, tolerance=T).valid is True
+    assert mir.check_shutdown_aborts_attempts(h.events, **P, tolerance=T).valid is True
 
 
 def test_mir_13_next_step_boundary() -> None:
@@ -972,4 +978,4 @@ def test_mir_13_next_step_boundary() -> None:
     h.add("node.kill", 0.25, node="a")
     h.conn(B, 0.25 + T, None)
     h.end(0.3, op)
-    assert mir.check_mir_13(h.events, **P, tolerance=T).valid is True
+    assert mir.check_shutdown_aborts_attempts(h.events, **P, tolerance=T).valid is True

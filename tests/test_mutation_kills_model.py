@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from harness.rules.mirroring import check_mir_5, check_mir_7, check_mir_13
+from harness.rules.mirroring import (
+    check_partner_retry_delays,
+    check_retry_time_schedule,
+    check_shutdown_aborts_attempts,
+)
 from harness.rules.mirroring.model import (
     MATCH_SLACK,
     Attempt,
@@ -132,7 +136,7 @@ def test_a_held_attempt_runs_until_the_end_of_the_history() -> None:
     h.open(0.0)
     h.conn(A, 0.0)
     h.add("fault.end", 5.0, fault="x", id=1)
-    v = check_mir_5(h.events, initial=A, failover=B, login_timeout=10.0)
+    v = check_retry_time_schedule(h.events, initial=A, failover=B, login_timeout=10.0)
     assert v.valid is False and "attempt 1 (initial, round 1) held 5.000 s (held)" in v.observed
 
 
@@ -335,7 +339,7 @@ def test_fast_reset_default_is_50_ms() -> None:
         h.conn(B, held, held + 0.002, by="upstream", down=40)
         h.conn(A, held + 0.102, None)
         h.end(held + 0.11, op)
-        v = check_mir_7(h.events, initial=A, failover=B)
+        v = check_partner_retry_delays(h.events, initial=A, failover=B)
         assert (v.valid is True) if judged else (v.valid == "unknown" and v.details["not_judged"])
 
 
@@ -347,5 +351,5 @@ def test_every_shutdown_fault_counts_for_mir_13(fault: str) -> None:
     h.conn(A, 0.0, 0.301, by="upstream")
     h.conn(B, 0.303, None)
     h.end(0.31, op)
-    v = check_mir_13(h.events, initial=A, failover=B)
+    v = check_shutdown_aborts_attempts(h.events, initial=A, failover=B)
     assert v.valid is True, v.summary

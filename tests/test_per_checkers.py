@@ -375,7 +375,8 @@ def test_per8_violated(cursor_closed: bool, copy_closed: bool, needle: str) -> N
 
 def test_every_per_rule_is_registered_and_rechecks_a_saved_history() -> None:
     for rule in [f"PER-{n}" for n in range(1, 9)]:
-        assert registry.get(rule).checker.__module__ == "harness.rules.persistent"
+        assert registry.get(rule).checker.__module__ == "harness.rules.persistent.checks"
+        assert per.CHECKERS[rule] is registry.get(rule).checker
     history = History.from_events(_transactions(slow_closed=False),
                                   meta={"rule_params": {"PER-7": {"drain_window": 2.0}}})
     assert registry.check("PER-7", history).valid is False

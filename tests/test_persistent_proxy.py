@@ -354,7 +354,7 @@ def _held_statement_with_one_session_slowed(h: Harness, monkeypatch: pytest.Monk
     ``slowed`` takes ``seconds`` longer at the resume, while the other's statement is held by the
     drain. Returns (resume started, the held statement done, resume returned) in monotonic time,
     after checking both sessions are back on B with their state."""
-    from harness.persistproxy.proxy import Session
+    from harness.persistproxy.session import Session
 
     original = getattr(Session, step)
 

@@ -18,13 +18,13 @@ from harness.persistproxy.compiled import PURE_PYTHON_ENV, pure_python_forced
 
 PROBE = """
 import json, sys
-from harness.persistproxy import fastpath, frames, proxy
+from harness.persistproxy import datapath, fastpath, frames
 print(json.dumps({
     "frames_compiled": frames.COMPILED,
     "tracking_compiled": fastpath.COMPILED,
-    "proxy_frames_is_python": proxy.frames is frames.frames_py,
-    "proxy_request_is_python": proxy.simple_request is fastpath.simple_request_py,
-    "proxy_answer_is_python": proxy.simple_answer is fastpath.simple_answer_py,
+    "proxy_frames_is_python": datapath.frames is frames.frames_py,
+    "proxy_request_is_python": datapath.simple_request is fastpath.simple_request_py,
+    "proxy_answer_is_python": datapath.simple_answer is fastpath.simple_answer_py,
     "extension_loaded": "harness.persistproxy._frames" in sys.modules,
 }))
 """

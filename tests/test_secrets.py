@@ -1,4 +1,4 @@
-"""No secret in any output: the one redaction function (harness/secrets.py) and every writer
+"""No secret in any output: the one redaction function (harness/redact.py) and every writer
 that uses it - history files, the timeline, Allure results, error messages, log lines - and the
 mirroring clients' record of a refused connection string."""
 
@@ -16,8 +16,8 @@ from harness.clients.mirroring.reference import ReferenceMirroringClient
 from harness.errors import ConfigError, ConnectionStringError, RuleViolation, TopologyError
 from harness.history.core import History
 from harness.history.store import HistoryWriter, load_jsonl, save_jsonl
-from harness.history.timeline import render_svg
-from harness.secrets import MASK, protect_logger, redact, redact_data, remember
+from harness.redact import MASK, protect_logger, redact, redact_data, remember
+from harness.report.timeline_svg import render_svg
 
 pytest_plugins = ["pytester"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.history import Event, History
 from harness.history.synthetic import mirroring_retry_history, switchover_sessions_history
-from harness.history.timeline import WIDTH, render_svg
+from harness.report.timeline_svg import WIDTH, render_svg
 
 NS = "{http://www.w3.org/2000/svg}"
 

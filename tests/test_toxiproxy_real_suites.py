@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.toxiproxy.select import find_server_binary
+from harness.toxiproxy.server_choice import find_server_binary
 from tests.support.suite_runs import REPO, SuiteRun, alike, compare_with_reruns, environment, never_alike, run_suites
 
 

@@ -11,7 +11,7 @@ from toxiproxy_compat.tcp_servers import TcpServer, connect, echo_handler, round
 
 from harness.errors import ConfigError, MissingDependencyError, ProxyError
 from harness.toxiproxy import EmbeddedToxiproxy, ToxiproxyUnreachableError
-from harness.toxiproxy.select import start_fault_proxy
+from harness.toxiproxy.server_choice import start_fault_proxy
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_spawned_binary_is_started_and_stopped(tmp_path: Path, monkeypatch: pyte
     shim.chmod(0o755)
     env = {"PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}"}
     procs = []
-    import harness.toxiproxy.select as select_mod
+    import harness.toxiproxy.server_choice as select_mod
 
     class Recording(select_mod.ToxiproxyProcess):  # keep a reference to read the exit code
         def __init__(self, *a, **kw) -> None:
@@ -103,7 +103,7 @@ def test_spawned_binary_is_started_and_stopped(tmp_path: Path, monkeypatch: pyte
 
 def test_forward_to_history_keeps_event_times() -> None:
     from harness.history.core import History
-    from harness.toxiproxy.select import forward_to_history
+    from harness.toxiproxy.server_choice import forward_to_history
 
     history = History()
     with start_fault_proxy(env={"PATH": ""}) as handle, TcpServer(echo_handler) as echo:
@@ -123,7 +123,7 @@ def test_forward_to_history_keeps_event_times() -> None:
 
 def test_planned_choice_follows_the_selection_order(tmp_path: Path) -> None:
     from harness.report.allure import collect_environment
-    from harness.toxiproxy.select import planned_choice
+    from harness.toxiproxy.server_choice import planned_choice
 
     binary = tmp_path / "toxiproxy-server"
     binary.write_text("#!/bin/sh\necho 'toxiproxy-server version 2.12.0'\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness.errors import ConfigError, HarnessError
-from harness.secrets import redact
+from harness.redact import redact
 
 # Modules that contribute sub-commands, in the order they appear in --help.
 COMMAND_MODULES = [

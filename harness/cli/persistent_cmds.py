@@ -1,7 +1,7 @@
 """``failover-harness persistent-proxy``: run the reference persistent-connection proxy (PER-1..8)
 in the foreground until interrupted.
 
-Secrets stay out of argv and stdout (harness.secrets): the back-side password comes from ``PGPASSWORD`` or
+Secrets stay out of argv and stdout (harness.redact): the back-side password comes from ``PGPASSWORD`` or
 a 0600 file (``--password-file``), never from ``--password``; the admin API's token is written to a
 0600 file whose path (not the token) is printed, and the file is removed when the proxy stops.
 """

@@ -190,7 +190,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_timeline(args: argparse.Namespace) -> int:
     """``failover-harness timeline``: write the SVG timeline of a saved history."""
     from harness.history.store import load_jsonl
-    from harness.history.timeline import render_svg
+    from harness.report.timeline_svg import render_svg
 
     history = load_jsonl(args.history)
     out = args.output or args.history.with_suffix(".svg")

@@ -162,7 +162,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
 
 def _mark_state(args: argparse.Namespace) -> int:
     """``fault --run RUN mark-state SERVER --database DB --mark out-of-service|pending-delete|none`` (ICM-1)."""
-    from harness.topology.icm import mark_in_run
+    from harness.topology.icm_directory import mark_in_run
 
     if not args.node or not args.database:
         raise ConfigError(f"'fault mark-state' needs a server and a database, e.g. 'fault --run {args.run} "

@@ -10,7 +10,7 @@ The first line is the header; every later line is one :class:`~harness.history.c
 ``to_dict`` form. Events keep their ``index`` and ``t`` exactly (floats are written with Python's
 shortest round-trip representation). Values JSON cannot hold are written as text (tuples become
 lists, sets sorted lists, bytes/paths/exceptions strings). Every string written goes through
-:func:`harness.secrets.redact_data` first: no password reaches a history file (issue 17), whatever
+:func:`harness.redact.redact_data` first: no password reaches a history file (no password in any output), whatever
 field it was recorded in (``connstring``, ``error``, ``dsn``, the topology's meta …). Only the
 written copy is redacted; the live history keeps what was recorded.
 
@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from harness.errors import ConfigError
 from harness.history.core import Event, History
-from harness.secrets import redact, redact_data
+from harness.redact import redact, redact_data
 
 FORMAT = "failover-harness-history"
 VERSION = 1
@@ -47,7 +47,7 @@ def _json_default(value: Any) -> Any:
 
 
 def dumps_line(obj: dict[str, Any]) -> str:
-    """One JSON-lines record (no trailing newline), passwords redacted (issue 17); non-JSON values
+    """One JSON-lines record (no trailing newline), passwords redacted (no password in any output); non-JSON values
     are written as text."""
     return json.dumps(redact_data(obj), default=_json_default, ensure_ascii=False, separators=(",", ":"))
 

@@ -6,7 +6,7 @@ state (PostgreSQL wire protocol v3, SCRAM on both sides, drain/resume, an HTTP a
 * :class:`ThreadedPersistentProxy` - the same in a background thread, blocking API
 * :class:`ProxyConfig` - credentials, resolver or candidate addresses, windows, event callback
 
-It uses nothing of the harness but :mod:`harness.errors` and :mod:`harness.secrets` (an import
+It uses nothing of the harness but :mod:`harness.errors` and :mod:`harness.redact` (an import
 contract checks it); the PER profile's client adapter around it is
 :mod:`harness.clients.persistent.reference`. See ``docs/persistent-proxy.md``.
 """

@@ -1,5 +1,5 @@
 /* Compiled framing for the persistent proxy's data path (RULEBOOK PER-1: the proxy must keep up with
- * the application; issue 15: the interpreter's cost per message).
+ * the application; docs/persistent-proxy.md, Performance: the interpreter's cost per message).
  *
  * frames(data, run_type) walks the complete PostgreSQL v3 messages of `data` (type byte, int32
  * length including itself, payload) from its start and returns (kinds, ends):

@@ -2,8 +2,8 @@
 
 :func:`frames` walks the complete PostgreSQL v3 messages of a chunk in one call and returns their
 type bytes and end offsets, a run of DataRows as one entry, so the relay loops spend interpreter
-time only on the messages that can change session state (issue 15: the profile charged most of the
-proxy's Python time to reading message headers, DataRows above all).
+time only on the messages that can change session state (docs/persistent-proxy.md, Performance: the profile charged
+most of the proxy's Python time to reading message headers, DataRows above all).
 
 The compiled extension ``harness.persistproxy._frames`` (``_frames.c``, built by ``pip install``)
 does the walk; without a C compiler the same function runs in Python (:func:`frames_py`), and

@@ -56,7 +56,7 @@ class ThreadedPersistentProxy:
     def call(self, coro_factory: Callable[[], Coroutine[Any, Any, T]], timeout: float | None = None) -> T:
         """Run a coroutine on the proxy's loop and wait for its result. The caller is woken from
         inside the coroutine as it ends, not by the task's done callback, which the loop runs only
-        after whatever the coroutine scheduled (e.g. the drain's pre-attach replays: issue 15 stall)."""
+        after whatever the coroutine scheduled (e.g. the drain's pre-attach replays: the switchover stall)."""
         assert self._loop is not None
         done = threading.Event()
         box: list[Any] = []
@@ -84,7 +84,7 @@ class ThreadedPersistentProxy:
 
     def prepare(self, address: Address) -> dict[str, Any]:
         """Blocking :meth:`PersistentProxy.prepare` (returns at once; the pre-attach runs in the
-        proxy's loop - issue 15 stall, PER-1/PER-2)."""
+        proxy's loop - the switchover stall, PER-1/PER-2)."""
         return self.call(lambda: self.proxy.prepare(address))
 
     def resume(self, address: Address | None = None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""A process per core (issue 15): a supervisor running N :class:`PersistentProxy` worker processes on
-the same listen address (PER-1..PER-10 hold in each worker for the sessions it serves).
+"""A process per core (docs/persistent-proxy.md, Worker processes): a supervisor running N :class:`PersistentProxy`
+worker processes on the same listen address (PER-1..PER-10 hold in each worker for the sessions it serves).
 
 * Listening: the supervisor creates the listening sockets (``listen`` and one per PER-10 endpoint)
   before it forks the workers; with ``listen_mode="reuseport"`` (default) each worker gets its own
@@ -105,7 +105,7 @@ class WorkerInfo:
 
 class Supervisor:
     """``Supervisor(config, 2).start()`` forks 2 workers, each a full :class:`PersistentProxy` of
-    ``config`` on the same address (issue 15). Call :meth:`start` before any event loop runs in this
+    ``config`` on the same address (PER-1 throughput). Call :meth:`start` before any event loop runs in this
     process (it forks), then :meth:`stop`; :meth:`wait_death` reports a worker that died."""
 
     def __init__(self, config: ProxyConfig, workers: int, *, listen_mode: str = "reuseport") -> None:
@@ -249,7 +249,7 @@ class Supervisor:
         return dead
 
     async def wait_death(self) -> WorkerInfo:
-        """Return when a worker ends while the supervisor is not stopping (issue 15: reported)."""
+        """Return when a worker ends while the supervisor is not stopping (reported, never silent)."""
         while True:
             dead = self.poll()
             if dead is not None and not self.stopping:

@@ -76,8 +76,8 @@ def history(request: pytest.FixtureRequest, harness_options: HarnessOptions) -> 
 
 def _finish_history(item: pytest.Item, h: History, path: Path) -> None:
     from harness.history.store import save_jsonl
-    from harness.history.timeline import render_svg
     from harness.report.allure import allure_active
+    from harness.report.timeline_svg import render_svg
 
     h.meta["outcome"] = _outcome(item)
     h.meta["verdicts"] = [v.to_dict() for v in item.stash.get(VERDICTS_KEY, [])]
@@ -107,8 +107,8 @@ def _attachment(h: History, path: Path, item: pytest.Item, svg: str | None) -> t
     passed one the events nearest its faults and evidence (:mod:`harness.report.attachment`) and the
     timeline of those. ``((body, compressed), svg)``; the saved files stay whole."""
     from harness.history.core import History
-    from harness.history.timeline import render_svg
     from harness.report.attachment import compressed, trim, trimmed_jsonl
+    from harness.report.timeline_svg import render_svg
 
     if h.meta["outcome"] != "passed":
         return (compressed(path.read_bytes()), True), svg

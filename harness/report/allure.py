@@ -9,8 +9,8 @@ does nothing Allure-specific. Labels for a test citing ``@pytest.mark.rule("MIR-
 * severity from :data:`RULE_SEVERITY` (default ``normal``; the highest of the cited rules wins);
 * a link per rule to its text (``docs/rules.md#mir-5``, generated from the RULEBOOK).
 
-No password reaches the results folder (issue 17): the harness's own attachments are redacted with
-:func:`harness.secrets.redact_data` / :func:`~harness.secrets.redact` before they are attached, and
+No password reaches the results folder: the harness's own attachments are redacted with
+:func:`harness.redact.redact_data` / :func:`~harness.redact.redact` before they are attached, and
 :func:`install_redaction` makes every result, container and attachment allure-pytest itself writes
 (exception messages, traces, captured output and logs) pass through the same function.
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.redact import MASK, SECRET_FIELD, redact, redact_data
 from harness.rules.verdict import Verdict, VerdictUnknown, assert_verdict
-from harness.secrets import MASK, SECRET_FIELD, redact, redact_data
 
 PROFILE_EPICS: dict[str, str] = {
     "MIR": "Mirroring (SQL Server)",
@@ -293,7 +293,7 @@ def attach_history(history_json: str | bytes, svg: str | None, name: str = "hist
 
 
 def redact_attachment(body: str | bytes, file_name: str) -> str | bytes:
-    """An attachment's content without passwords (issue 17), by its kind: JSON redacted value by
+    """An attachment's content without passwords, by its kind: JSON redacted value by
     value (it stays valid JSON), JSON lines line by line, anything else as text; bytes that are not
     UTF-8 are returned as they are. The type of ``body`` is kept."""
     as_bytes = isinstance(body, bytes)
@@ -349,7 +349,7 @@ def _redact_model(obj: Any) -> Any:
 
 
 class RedactingResults:
-    """allure-commons hooks that keep passwords out of everything allure-pytest writes (issue 17):
+    """allure-commons hooks that keep passwords out of everything allure-pytest writes:
     results and containers are redacted in place before the file logger serialises them; an
     attachment (captured output, logs, anything a test attached) is rewritten redacted right after
     the file logger stored it, when it held a secret."""
@@ -556,7 +556,7 @@ def toxiproxy_version() -> tuple[str, str | None]:
     """(kind, version) of the fault proxy the selection order would pick (``TOXIPROXY_URL``, else a
     ``toxiproxy-server`` via ``TOXIPROXY_SERVER_BIN`` or PATH, else the embedded server); a run's
     topology fixtures replace it with the server they actually started."""
-    from harness.toxiproxy.select import planned_choice
+    from harness.toxiproxy.server_choice import planned_choice
 
     kind, where = planned_choice()
     if kind == "spawned":

@@ -1,5 +1,5 @@
-"""Client-visible stalls from success times (issue 15 benchmarks; PER-1 context): pure functions
-over one session's sorted success times.
+"""Client-visible stalls from success times (the persistent-proxy benchmarks, docs/persistent-proxy.md; PER-1
+context): pure functions over one session's sorted success times.
 
 Two measures of the stall a switchover causes one session, and the control that tells them apart:
 

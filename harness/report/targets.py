@@ -1,5 +1,5 @@
-"""A benchmark figure against its target, with the spread the run itself measured (issue 15: the
-persistent proxy's throughput >= 0.8x direct and stall p99 <= 0.2 s). One run's median or p99 is a
+"""A benchmark figure against its target, with the spread the run itself measured (docs/persistent-proxy.md,
+Performance: the persistent proxy's throughput >= 0.8x direct and stall p99 <= 0.2 s). One run's median or p99 is a
 noisy number on a 2-core machine - measured: the reference proxy's throughput ratio was anywhere
 from 0.63 to 0.80 in six runs of the same code, back to back (2026-12-01) - so a figure is reported
 with an interval and judged by it:

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.history.core import Event
-from harness.rules.registry import register
+from harness.rules.registry import rule
 from harness.rules.verdict import UNKNOWN, Verdict
 
 RULE_ID = "DUR-1"
@@ -30,6 +30,22 @@ def _short(keys: list[Any], limit: int = 10) -> str:
     return text + (f", … ({len(keys) - limit} more)" if len(keys) > limit else "")
 
 
+def params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """DUR-1 parameters from a history's meta: ``meta["rule_params"]["DUR-1"]``, and ``mode`` from the
+    topology the plugin recorded (``meta["topology"]["mode"]``, ``"sync"``/``"async"``)."""
+    params: dict[str, Any] = {}
+    topology = meta.get("topology")
+    mode = topology.get("mode") if isinstance(topology, Mapping) else None
+    if mode in MODES:
+        params["mode"] = mode
+    table = meta.get("rule_params") or {}
+    own = table.get(RULE_ID) if isinstance(table, Mapping) else None
+    if isinstance(own, Mapping):
+        params.update(own)
+    return params
+
+
+@rule(RULE_ID, params_from_meta=params_from_meta)
 def check_no_acknowledged_write_lost(events: list[Event], *, mode: str = "sync") -> Verdict:
     """DUR-1: every acknowledged write (``op.ok`` f=write) is in the final read (``op.ok`` f=read_all).
 
@@ -116,22 +132,3 @@ def _windows_text(windows: list[dict[str, Any]]) -> str:
         length = f"{w['seconds']:.3f} s" if isinstance(w["seconds"], int | float) else "until the end"
         parts.append(f"{w['node']} {length}, events {w['start']}-{w['end'] if w['end'] is not None else '…'}")
     return "; ".join(parts)
-
-
-def params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """DUR-1 parameters from a history's meta: ``meta["rule_params"]["DUR-1"]``, and ``mode`` from the
-    topology the plugin recorded (``meta["topology"]["mode"]``, ``"sync"``/``"async"``)."""
-    params: dict[str, Any] = {}
-    topology = meta.get("topology")
-    mode = topology.get("mode") if isinstance(topology, Mapping) else None
-    if mode in MODES:
-        params["mode"] = mode
-    table = meta.get("rule_params") or {}
-    own = table.get(RULE_ID) if isinstance(table, Mapping) else None
-    if isinstance(own, Mapping):
-        params.update(own)
-    return params
-
-
-check_no_acknowledged_write_lost = register(RULE_ID, check_no_acknowledged_write_lost,
-                                           params_from_meta=params_from_meta).checker

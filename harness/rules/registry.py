@@ -158,9 +158,11 @@ def register(rule_id: str, checker: Checker, params_from_meta: ParamsFromMeta | 
 
 def rule(rule_id: str, *, title: str | None = None, params_from_meta: ParamsFromMeta | None = None,
          replace: bool = False) -> Callable[[Checker], Checker]:
-    """Decorator registering a user's checker for ``rule_id`` (``FAMILY-N``, e.g. ``ORDERS-1``), with
-    a short ``title`` for reports (default: the first line of its docstring). Returns the recording
-    checker (its verdicts carry the parameters they were judged with)."""
+    """Decorator registering a checker for ``rule_id`` (``FAMILY-N``, e.g. ``MIR-7`` or a user's
+    ``ORDERS-1``), with a short ``title`` for reports (default: the first line of its docstring):
+    every built-in family registers its checkers with it too, so a checker is found both by its name
+    and by its rule ID. Returns the recording checker (its verdicts carry the parameters they were
+    judged with)."""
     norm = rule_id.strip().upper()
     family, dash, number = norm.partition("-")
     if not (dash and family.isalnum() and family[:1].isalpha() and number.isdigit()):
@@ -174,6 +176,15 @@ def rule(rule_id: str, *, title: str | None = None, params_from_meta: ParamsFrom
         return entry.checker
 
     return decorate
+
+
+def family_checkers(family: str) -> dict[str, Checker]:
+    """The checkers registered so far for the rule IDs of ``family`` (``"MIR"`` -> ``{"MIR-1": …}``),
+    in RULEBOOK order. Unlike :func:`all_rules` it loads no module: a family package builds its
+    ``CHECKERS`` table with it right after its checks module registered them with :func:`rule`."""
+    prefix = family.strip().upper() + "-"
+    with _lock:
+        return {rid: _rules[rid].checker for rid in sorted(_rules, key=rule_sort_key) if rid.startswith(prefix)}
 
 
 def title_of(rule_id: str) -> str | None:

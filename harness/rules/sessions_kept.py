@@ -1,4 +1,4 @@
-"""PER-1 judged from what a persistent proxy and a real client saw (issue 13; the seed's sysbench
+"""PER-1 judged from what a persistent proxy and a real client saw (the seed's sysbench
 measurement): every client connection the proxy opened stays open across every switchover - each
 drain keeps all sessions and closes none, no session opens after the first switchover (a reconnect),
 and the client itself reports no error. Pure: reads events only (``persist.*`` from the proxy,

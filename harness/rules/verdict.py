@@ -8,7 +8,7 @@ states expected vs observed) and ``"unknown"`` into :class:`VerdictUnknown` - ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,6 +59,54 @@ class Verdict:
         return {"rule_id": self.rule_id, "valid": self.valid, "status": self.status,
                 "expected": self.expected, "observed": self.observed,
                 "evidence": list(self.evidence), "details": self.details}
+
+
+Count = int | Sized
+Text = str | Callable[[], str]
+Evidence = Iterable[int] | Callable[[], Iterable[int]]
+
+
+def _count(value: Count) -> int:
+    return value if isinstance(value, int) else len(value)
+
+
+def tally(judged: Count, violations: Count = 0) -> Validity:
+    """The tally every checker family ends with: any violation -> ``False``; nothing judged ->
+    ``"unknown"`` (a rule the history never exercised is neither kept nor violated); else ``True``.
+
+    ``judged`` and ``violations`` are counts or collections (their length counts). A checker counts
+    a violation only among the cases it judged, so a violation decides even beside unjudged cases."""
+    if _count(violations):
+        return False
+    if not _count(judged):
+        return UNKNOWN
+    return True
+
+
+def _text(value: Text) -> str:
+    return value() if callable(value) else value
+
+
+def _evidence(value: Evidence) -> Iterable[int]:
+    return value() if callable(value) else value
+
+
+def tallied(rule_id: str, expected: str, *, judged: Count, violations: Count = 0, kept: Text,
+            unknown: Text, violated: Text = "", evidence: Evidence = (), unknown_evidence: Evidence = (),
+            violated_evidence: Evidence = (), details: Mapping[str, Any] | None = None) -> Verdict:
+    """The verdict of :func:`tally` with the observation and evidence of its outcome: ``kept`` /
+    ``evidence`` when kept, ``unknown`` / ``unknown_evidence`` when nothing was judged, ``violated``
+    / ``violated_evidence`` on a violation. A text or evidence given as a callable is only computed
+    for its own outcome (it may read the first violation or the last judged case)."""
+    valid = tally(judged, violations)
+    if valid is True:
+        observed, ev = _text(kept), _evidence(evidence)
+    elif valid is False:
+        observed, ev = _text(violated), _evidence(violated_evidence)
+    else:
+        observed, ev = _text(unknown), _evidence(unknown_evidence)
+    return Verdict(rule_id, valid, expected=expected, observed=observed, evidence=tuple(ev),
+                   details=dict(details or {}))
 
 
 def assert_verdict(verdict: Verdict) -> Verdict:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InvalidOperation
-from harness.secrets import redact
+from harness.redact import redact
 from harness.topology.engine import Engine
 from harness.topology.links import Address, Links
 
@@ -71,7 +71,7 @@ class Node(abc.ABC):
         """A libpq connection string for this node (``direct``: bypassing any proxy)."""
 
     def public_dsn(self, direct: bool = False) -> str:
-        """A connection string for this node that may be printed or saved: no password (harness.secrets)."""
+        """A connection string for this node that may be printed or saved: no password (harness.redact)."""
         return redact(self.dsn(direct=direct))
 
     @abc.abstractmethod

@@ -31,8 +31,8 @@ from typing import Any
 from harness.errors import ConfigError, InvalidOperation, TopologyError
 from harness.paths import harness_home, runs_dir
 from harness.ports import allocate_port
+from harness.redact import write_private_file
 from harness.resources import resource
-from harness.secrets import write_private_file
 from harness.topology import preflight
 from harness.topology.capabilities import engine_refusal, refusal
 from harness.topology.compose_events import ContainerLogEvents
@@ -47,7 +47,7 @@ from harness.topology.proxied import ProxiedLinks, links_of_run
 from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
 from harness.topology.state import MIRROR, PRINCIPAL, RUNNING, STANDBY, LinksState, NodeState, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
-from harness.toxiproxy.select import FaultProxyHandle
+from harness.toxiproxy.server_choice import FaultProxyHandle
 
 COMPOSE_FILES = {"pg-pair": "pg-pair.yml", "pg-group3": "pg-group3.yml"}
 #: The compose file of a standby added to a running run (node add), in a project of its own.

@@ -38,7 +38,7 @@ def stamp(line: bytes, received: float) -> tuple[float, str]:
 class ContainerLogEvents:
     """Derived connection events of the Toxiproxy container's log (one follower from :meth:`start`
     on, any number of subscribers): the ``subscribe`` and ``settle`` a
-    :class:`harness.toxiproxy.select.FaultProxyHandle` takes."""
+    :class:`harness.toxiproxy.server_choice.FaultProxyHandle` takes."""
 
     def __init__(self, container: Any, url: str, node_of: Callable[[str], str | None],
                  listen_of: Callable[[str], str | None] | None = None) -> None:

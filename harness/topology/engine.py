@@ -22,7 +22,7 @@ _E = TypeVar("_E")
 class Credentials:
     """The unprivileged test login every node of a topology accepts (clients under test use it).
     ``password`` stays in memory (its repr is hidden); ``passfile`` names a 0600 libpq password file
-    holding it, for what is printed or handed to another process (harness.secrets)."""
+    holding it, for what is printed or handed to another process (harness.redact)."""
 
     user: str
     password: str = field(repr=False)

@@ -21,6 +21,9 @@ and an HTTPS listener serving the databases it holds replicas of, every port beh
   ``<run>/icm-directory.json`` so ``failover-harness fault --run RUN mark-state`` can mark a replica
   from another process; the cluster notices and records it (``source: "cli"``).
 
+The server nodes and their listeners are :mod:`harness.topology.icm_server`, the directory file
+:mod:`harness.topology.icm_directory`, the history relay :mod:`harness.topology.icm_relay`.
+
 Sessions and authentication: a user authenticates to one server with HTTP Basic credentials (a
 ``401`` challenge first) and gets a session cookie valid on that server only (ICM-7: a new server
 needs a new login unless the user already logged in there)."""
@@ -28,32 +31,27 @@ needs a new login unless the user already logged in there)."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import http.server
 import json
 import re
 import secrets
-import socket
-import socketserver
 import ssl
 import tempfile
 import threading
 import time
 from base64 import b64decode
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from harness.errors import ConfigError, HarnessError, InvalidOperation, TopologyError
-from harness.secrets import remember
+from harness.redact import remember
+from harness.topology.icm_directory import DIRECTORY_FILE, MARKS, locked_directory
+from harness.topology.icm_server import Listener, RequestHandler, ServerNode, ServerSettings, availability_index
 from harness.topology.process import database_user
 
 SCHEMES = ("http", "https")
-MARKS = ("out-of-service", "pending-delete")
-DIRECTORY_FILE = "icm-directory.json"
 #: How many of the fault proxies' upstream connections the cluster remembers (to tell ``via``).
 PROXIED_KEPT = 50_000
 #: Default replica layout: server -> databases it holds (every database on >= 2 servers).
@@ -66,130 +64,14 @@ USERS = ("alice", "bob", "carol")
 _NAME = re.compile(r"[a-z][a-z0-9]{0,15}")
 _DB = re.compile(r"[a-z][a-z0-9_]{0,30}\.nsf")
 
-
-@dataclass
-class ServerSettings:
-    """One server's load and thresholds (Domino notes.ini variables, ICM-2)."""
-
-    sessions: int = 0  # open sessions: the load that drives the availability index
-    capacity: int = 100  # sessions at which the index reaches 0 (interpretation, docs/icm.md)
-    availability_threshold: int = 0  # Server_Availability_Threshold (0: never BUSY)
-    max_users: int = 0  # Server_MaxUsers (0: no limit)
-    restricted: int = 0  # Server_Restricted 0-4 (non-zero: RESTRICTED)
-
-    def index(self) -> int:
-        """The availability index 0-100 (ICM-2 interpretation: 100 - 100 * sessions / capacity)."""
-        return availability_index(self.sessions, self.capacity)
-
-    def to_dict(self) -> dict[str, int]:
-        """The ``icm.server.state`` fields."""
-        return asdict(self)
-
-
-def availability_index(sessions: int, capacity: int) -> int:
-    """ICM-2 (interpretation): Domino's expansion factor mapped to 0-100 as ``100 - 100 * sessions /
-    capacity``, rounded down, never below 0."""
-    if capacity <= 0:
-        return 0
-    return max(0, 100 - (100 * sessions + capacity - 1) // capacity)
+__all__ = ["DEFAULT_LAYOUT", "DIRECTORY_FILE", "MARKS", "SCHEMES", "USERS", "IcmCluster", "ServerSettings",
+           "availability_index", "database_name"]
 
 
 def _check_setting(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"ICM server setting {name} must be a whole number from {low} to {high}, not {value!r}")
     return value
-
-
-@dataclass
-class _Node:
-    """One server node: its replicas, settings, listeners and sessions."""
-
-    name: str
-    databases: tuple[str, ...]
-    settings: ServerSettings = field(default_factory=ServerSettings)
-    ports: dict[str, int] = field(default_factory=dict)  # scheme -> the listener's own port
-    proxies: dict[str, tuple[str, str]] = field(default_factory=dict)  # scheme -> (proxy name, listen)
-    listeners: dict[str, _Listener] = field(default_factory=dict)
-    cookies: dict[str, str] = field(default_factory=dict)  # session cookie -> user
-    up: bool = False
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    """Serves one node's requests: ``/icm/ping`` (ICM-3 probe), ``/<db>`` (a replica's data)."""
-
-    protocol_version = "HTTP/1.1"
-    server: _Listener
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        """Quiet: what a node served goes to the history instead."""
-
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
-        """A ping may be a HEAD."""
-        self.do_GET()
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        """Answer a ping or a database request; record it."""
-        self.server.cluster._serve(self, self.server.node, self.server.scheme)
-
-    def reply(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        """Send a JSON answer (``X-ICM-Server`` names the node)."""
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-ICM-Server", self.server.node)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-
-class _Listener(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    """One listener of a node (HTTP, or HTTPS with the cluster's certificate); tracks its
-    connections so a failing server drops them all at once (ICM-7)."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, cluster: IcmCluster, node: str, scheme: str, port: int, context: ssl.SSLContext | None) -> None:
-        self.cluster, self.node, self.scheme, self.context = cluster, node, scheme, context
-        self.open: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", port), _Handler)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        """TLS handshake on the request's own thread (a slow client never blocks accept)."""
-        with self.lock:
-            self.open.add(request)
-        try:
-            if self.context is not None:
-                request.settimeout(10)
-                try:
-                    wrapped = self.context.wrap_socket(request, server_side=True)
-                except (OSError, ssl.SSLError):
-                    return
-                with self.lock:  # the wrapped socket took over the descriptor
-                    self.open.discard(request)
-                    self.open.add(wrapped)
-                request = wrapped
-                request.settimeout(None)
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.open.discard(request)
-
-    def fail(self) -> None:
-        """Stop accepting and drop every open connection (the server fails)."""
-        self.shutdown()
-        self.server_close()
-        with self.lock:
-            conns = list(self.open)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                conn.close()
 
 
 class IcmCluster:
@@ -207,7 +89,7 @@ class IcmCluster:
                                   "mail.nsf)")
         self.topology = topology
         self.history = history
-        self._nodes = {name: _Node(name, tuple(dbs)) for name, dbs in layout.items()}
+        self._nodes = {name: ServerNode(name, tuple(dbs)) for name, dbs in layout.items()}
         self._lock = threading.RLock()
         self._marks: dict[tuple[str, str], str] = {}
         self._dir_version = 0
@@ -246,7 +128,7 @@ class IcmCluster:
         """``s1:http``, ``s1:https``, ... (what the fault vocabulary partitions)."""
         return [f"{n}:{s}" for n in self._nodes for s in SCHEMES]
 
-    def _node(self, server: str) -> _Node:
+    def _node(self, server: str) -> ServerNode:
         if server not in self._nodes:
             raise ConfigError(f"no ICM server {server!r}; servers: {', '.join(self._nodes)}")
         return self._nodes[server]
@@ -349,8 +231,8 @@ class IcmCluster:
         self._record_layout()
         return self
 
-    def _listen(self, node: _Node, scheme: str, port: int) -> _Listener:
-        listener = _Listener(self, node.name, scheme, port, self._context if scheme == "https" else None)
+    def _listen(self, node: ServerNode, scheme: str, port: int) -> Listener:
+        listener = Listener(self, node.name, scheme, port, self._context if scheme == "https" else None)
         threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05},
                          name=f"icm-{node.name}-{scheme}", daemon=True).start()
         node.listeners[scheme] = listener
@@ -562,7 +444,7 @@ class IcmCluster:
         data = {"version": self._dir_version, "servers": self.servers,
                 "replicas": {f"{s}/{db}": self._marks.get((s, db))
                              for s in self._nodes for db in self._nodes[s].databases}}
-        with _locked(self.directory_path):
+        with locked_directory(self.directory_path):
             tmp = self.directory_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(data, indent=1))
             tmp.replace(self.directory_path)
@@ -589,7 +471,7 @@ class IcmCluster:
                     self._emit("icm.replica.mark", server=server, database=db, mark=mark, source="cli")
 
     # ------------------------------------------------------------------------- serving
-    def _serve(self, req: _Handler, server: str, scheme: str) -> None:
+    def _serve(self, req: RequestHandler, server: str, scheme: str) -> None:
         path, _, query = req.path.partition("?")
         params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         rid = req.headers.get("X-Request-Id")
@@ -633,7 +515,7 @@ class IcmCluster:
         req.reply(200, {"server": server, "database": database, "title": row[0], "source": row[1], "user": user},
                   headers)
 
-    def _authenticate(self, req: _Handler, node: _Node) -> tuple[str | None, str]:
+    def _authenticate(self, req: RequestHandler, node: ServerNode) -> tuple[str | None, str]:
         """(user, ``session`` | ``login``) or (None, ``challenge``)."""
         for part in req.headers.get("Cookie", "").split(";"):
             key, _, value = part.strip().partition("=")
@@ -660,68 +542,3 @@ def _scheme(scheme: str) -> str:
     if scheme not in SCHEMES:
         raise ConfigError(f"scheme must be http or https, not {scheme!r}")
     return scheme
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Any:
-    with open(path.with_suffix(".lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def mark_in_run(run_path: Path, server: str, database: str, mark: str | None) -> dict[str, Any]:
-    """``fault --run RUN mark-state``: mark a replica in the directory file of the ICM cluster of that
-    run (the cluster records it on its next directory read). ConfigError when the run has none."""
-    path = Path(run_path) / DIRECTORY_FILE
-    if not path.exists():
-        raise ConfigError(f"run {Path(run_path).name} has no ICM cluster (no {DIRECTORY_FILE}); mark-state needs "
-                          "a run whose ICM cluster is up (suites/icm)")
-    if mark is not None and mark not in MARKS:
-        raise ConfigError(f"replica mark must be one of {', '.join(MARKS)} or none, not {mark!r}")
-    with _locked(path):
-        data = json.loads(path.read_text())
-        key = f"{server}/{database}"
-        if key not in data.get("replicas", {}):
-            raise ConfigError(f"the ICM cluster of run {Path(run_path).name} has no replica {key}; replicas: "
-                              f"{', '.join(data.get('replicas', {}))}")
-        data["replicas"][key] = mark
-        data["version"] = int(data.get("version", 0)) + 1
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
-    return {"fault": "mark-state", "server": server, "database": database, "mark": mark}
-
-
-class HistoryRelay:
-    """A stand-in history for a cluster (and its backing topology) that outlives one test: records go
-    to the history :meth:`bind` points it at (none: dropped), and the settlers the topology registers
-    (OBS-1: late fault-proxy events) are registered on that history too."""
-
-    def __init__(self) -> None:
-        self.target: Any = None
-        self._settlers: list[Any] = []
-        self._removers: list[Any] = []
-
-    def record(self, type: str, t: float | None = None, **fields: Any) -> Any:  # noqa: A002 - History's name
-        """Record into the bound history (if any)."""
-        target = self.target
-        return None if target is None else target.record(type, t=t, **fields)
-
-    def add_settler(self, settle: Any) -> Any:
-        """Keep ``settle`` for every history bound later; returns its remover."""
-        self._settlers.append(settle)
-        if self.target is not None:
-            self._removers.append(self.target.add_settler(settle))
-        return lambda: self._settlers.remove(settle) if settle in self._settlers else None
-
-    def bind(self, history: Any) -> None:
-        """Send records to ``history`` from now on (None: stop)."""
-        for remove in self._removers:
-            remove()
-        self._removers = []
-        self.target = history
-        if history is not None:
-            self._removers = [history.add_settler(s) for s in self._settlers]

@@ -3,14 +3,16 @@ or a group (one principal, N-1 standbys), with role operations that return when 
 long they took. Knows nothing about rules; it records topology events into an optional history.
 
 Every operation takes the run's lock and re-reads the run's state file, so the foreground process,
-``failover-harness fault --run ID`` and a test can all drive the same run."""
+``failover-harness fault --run ID`` and a test can all drive the same run. The role choreography
+(switchover, failover, rejoin) is :mod:`harness.topology.local_choreography`; this module keeps the
+run's lifecycle, its state and the server primitives. Over 600 lines: one class owns a run's
+lifecycle, lock and state, and its server primitives share that state."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -24,11 +26,11 @@ from harness.ports import allocate_port, hand_over, holder, release_port, retry_
 from harness.topology import api, preflight
 from harness.topology.api import Group, OperationResult, Pair, Topology
 from harness.topology.engine import Engine, NodeConfig
-from harness.topology.held import HeldAdmin
 from harness.topology.links import Address, DirectLinks, Links
+from harness.topology.local_choreography import LocalChoreography
 from harness.topology.mariadb import MariaDBEngine
 from harness.topology.postgres import PostgresEngine
-from harness.topology.process import RunAs, database_user, kill_group, pid_alive, signal_group, signal_pid
+from harness.topology.process import RunAs, database_user, kill_group, pid_alive
 from harness.topology.proxied import links_of_run, make_links
 from harness.topology.run import (
     down_run,
@@ -54,6 +56,7 @@ from harness.topology.state import (
     ProcessRecord,
     RunState,
 )
+from harness.topology.switchover_sessions import HeldAdmin
 
 TOPOLOGIES = {"pg-pair": 2, "pg-group3": 3, "mariadb-pair": 2, "mariadb-group3": 3}
 #: The engine class of a saved run's ``engine`` name (:meth:`LocalTopology.attach`).
@@ -121,8 +124,9 @@ class Node(api.Node):
         return f"host={host} port={port} dbname={dbname} user={user} password={password}{extra}"
 
     def public_dsn(self, direct: bool = False) -> str:
-        """The test login's connection string as it may be printed or saved (issue 17): the password
-        file (``passfile=``, mode 0600) instead of the password; libpq and psql accept it as it is."""
+        """The test login's connection string as it may be printed or saved (no password in any
+        output): the password file (``passfile=``, mode 0600) instead of the password; libpq and psql
+        accept it as it is."""
         creds = self._topology.engine.credentials
         host, port = self.server_address if direct else self.client_address
         secret = f"passfile={creds.passfile}" if creds.passfile else "password=***"
@@ -143,7 +147,7 @@ class Node(api.Node):
         return f"<Node {self.name} {self.role} {self.state} {self.server_address[1]}>"
 
 
-class LocalTopology(Topology):
+class LocalTopology(LocalChoreography, Topology):
     """A pair or group of local database servers (PostgreSQL 15 by default) with streaming
     replication, every address behind ``links`` (the fault proxy by default).
 
@@ -477,16 +481,16 @@ class LocalTopology(Topology):
         the old principal is rewound and rejoins as its mirror; other standbys follow. Returns when all
         of that is done. ``on_writable`` is called as soon as the new principal accepts writes with its
         principal configuration (``switchover.writable``), while the rest goes on - where coordinated
-        clients are resumed (PER-1/PER-4, issue 15); if it raises, the switchover still completes and
+        clients are resumed (PER-1/PER-4, the switchover stall); if it raises, the switchover still completes and
         the error is raised afterwards."""
         return self._operation("switchover", None, lambda: self._switchover(target, on_writable))
 
     def prepare_switchover(self, target: str | None = None) -> None:
         """CHECKPOINT on the running principal (not an operation: no state change, no event), so that
         the fast stop of the switchover to ``target`` (default: the mirror) writes a short shutdown
-        checkpoint while its clients wait (issue 15). Engines that can reuse admin sessions keep that
-        one open for the switchover's streaming pre-check, and, with hot-standby mirrors, one to the
-        node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.held`): no
+        checkpoint while its clients wait (the switchover stall, docs/persistent-proxy.md). Engines that can reuse
+        admin sessions keep that one open for the switchover's streaming pre-check, and, with hot-standby mirrors, one
+        to the node about to be promoted for its out-of-recovery wait (:mod:`harness.topology.switchover_sessions`): no
         login while the clients are drained. A principal that is not running or refuses is left to the
         switchover."""
         with self._local, locked(self.path):
@@ -663,7 +667,8 @@ class LocalTopology(Topology):
 
     def _move_port(self, name: str, exc: BaseException) -> None:
         """The node's server could not bind its port (taken meanwhile by another program): give it a
-        new port, re-point what leads to it, record ``node.port_retry`` and start it again (issue 17)."""
+        new port, re-point what leads to it, record ``node.port_retry`` and start it again (a port taken meanwhile is
+        not a test failure)."""
         s = self._node_state(name)
         keeper = holder(s.port)  # a detached run's reaper holds its reservations: it gets the new one too
         old, new = s.port, allocate_port()
@@ -735,235 +740,6 @@ class LocalTopology(Topology):
             self._hard_kill(name)
         s.state, s.pid = KILLED, None
         self._emit("node.kill", t=t0, node=name, seconds=time.monotonic() - t0)
-
-    def _promote(self, name: str, conn: Any = None) -> None:
-        s = self._node_state(name)
-        self.engine.promote(Path(s.datadir), s.pid, self.run_as)
-        extra: dict[str, Any] = {"conn": conn} if conn is not None else {}
-        if getattr(self.engine, "reuses_admin_connections", False):  # PostgreSQL: its status file is
-            extra["hot_standby"] = self.mirror_readable                 # enough unless it is a hot standby
-        self.engine.wait_writable(self.socket_dir(name), s.port, s.pid, self.path / name / "postgres.log", 60,
-                                  datadir=Path(s.datadir), **extra)
-
-    def _pick_target(self, target: str | None, op: str) -> str:
-        principal = self._principal_name()
-        if target is None:
-            candidates = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state == RUNNING
-                          and not n.needs_rewind]
-            if not candidates:
-                states = ", ".join(f"{n.name} {n.state}" for n in self._state.nodes if n.role != PRINCIPAL)
-                raise InvalidOperation(f"{op} needs a running mirror, but the mirror is not running ({states}); "
-                                       f"start() or rejoin() it first")
-            return candidates[0].name
-        if target == principal:
-            raise InvalidOperation(f"{op} target {target} is already the principal")
-        s = self._require(target, RUNNING)
-        if s.needs_rewind:
-            raise InvalidOperation(f"{op} target {target} has diverged and must rejoin() first")
-        return target
-
-    def _switchover(self, target: str | None, on_writable: Callable[[], None] | None = None) -> str:
-        try:
-            return self._switchover_roles(target, on_writable)
-        finally:
-            self._held.close_all()
-
-    def _switchover_roles(self, target: str | None, on_writable: Callable[[], None] | None) -> str:
-        old = self._principal_name()
-        self._require(old, RUNNING)
-        new = self._pick_target(target, "switchover")
-        self._wait_streaming(new, old, timeout=10, conn=self._held.peek(old, self._node_state(old).pid))
-        self._held.drop(old)  # before its server stops
-        self._stop_server(old, "fast")
-        self._set_role(old, MIRROR if self.n_nodes == 2 else STANDBY)
-        self._set_role(new, PRINCIPAL)
-        self._write_conf(new)
-        new_conn = self._held.peek(new, self._node_state(new).pid)
-        self._promote(new, conn=new_conn)
-        self._apply_conf(new)  # partner; synchronous since its start as a standby (synchronous_on_promotion)
-        self.links.roles_changed(self._state)
-        hook_error = self._writable(new, old, on_writable)
-        newp = self._node_state(new)
-        extra = {"conn": new_conn} if new_conn is not None and not new_conn.closed else {}
-        self.engine.checkpoint(self.socket_dir(new), newp.port, **extra)  # pg_rewind reads the control file
-        self._held.drop(new)
-        self._rewind(old, new)
-        self._make_standby(old)
-        self._start_locked(old, wait=False)
-        for other in self._state.nodes:
-            if other.name not in (old, new) and other.state == RUNNING:
-                self._reload(other.name)
-        self._wait_started(old)
-        self._wait_streaming(old, new)
-        self._emit("switchover.rejoined", node=old, principal=new)
-        for other in self._state.nodes:  # done only when every standby follows the new principal
-            if other.name not in (old, new) and other.state == RUNNING:
-                self._follow_or_rewind(other.name, new)
-        self._reload(new)  # the partner is now known to be live
-        self._wait_partner_published(new)
-        if hook_error is not None:
-            raise hook_error
-        return old
-
-    def _writable(self, new: str, old: str, on_writable: Callable[[], None] | None) -> BaseException | None:
-        """The new principal accepts writes: publish the roles (the run state, for other processes'
-        resolvers), record ``switchover.writable`` and call ``on_writable`` (issue 15). Returns what it
-        raised, for :meth:`_switchover` to raise once the old principal has rejoined."""
-        save_state(self.path, self._state)
-        self._emit("switchover.writable", node=new, old_principal=old)
-        if on_writable is None:
-            return None
-        try:
-            on_writable()
-        except Exception as exc:  # noqa: BLE001 - the choreography must finish first (old principal down)
-            return exc
-        return None
-
-    def _failover(self, target: str | None) -> str:
-        old = self._principal_name()
-        new = self._pick_target(target, "failover")
-        if self._node_state(old).state in (RUNNING, PAUSED):
-            self._kill_server(old)
-        olds = self._node_state(old)
-        olds.needs_rewind = True
-        self._set_role(old, MIRROR if self.n_nodes == 2 else STANDBY)
-        self._set_role(new, PRINCIPAL)
-        newp = self._node_state(new)
-        live_standbys = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state == RUNNING]
-        newp.exposed = not live_standbys  # sync pair without a mirror runs exposed (commits go on)
-        self._write_conf(new)
-        self._apply_conf(new)
-        self._promote(new)
-        if newp.exposed and self.mode == "sync":
-            self._exposure_started(new, old)
-        self._emit("mirroring.partner", node=new, partner=self._partner_of_principal())
-        self.links.roles_changed(self._state)
-        for other in live_standbys:
-            self._reload(other.name)
-        for other in live_standbys:
-            self._follow_or_rewind(other.name, new)
-        return old
-
-    def _follow_or_rewind(self, standby: str, principal: str) -> None:
-        """Make a surviving standby follow a new principal; if it cannot (an asynchronous standby
-        that had received more WAL than the promoted one), rewind it and start it again."""
-        try:
-            self._wait_streaming(standby, principal, timeout=5)
-        except TopologyError:
-            self._stop_server(standby, "fast")
-            self._rewind_and_start(standby, principal)
-
-    def _rejoin(self, name: str | None) -> str:
-        principal = self._principal_name()
-        self._require(principal, RUNNING)
-        if name is None:
-            down = [n for n in self._state.nodes if n.role != PRINCIPAL and n.state in (STOPPED, KILLED)]
-            if not down:
-                raise InvalidOperation("rejoin() needs a stopped or killed former principal or standby; "
-                                       "every node is running")
-            name = down[0].name
-        s = self._node_state(name)
-        if s.role == PRINCIPAL:
-            raise InvalidOperation(f"node {name} is the principal; rejoin() is for a node that lost that role")
-        self._require(name, STOPPED, KILLED)
-        self._rewind_and_start(name, principal)
-        return name
-
-    def _rewind_and_start(self, name: str, principal: str) -> None:
-        s, p = self._node_state(name), self._node_state(principal)
-        self.engine.checkpoint(self.socket_dir(principal), p.port)
-        self._rewind(name, principal)
-        self._make_standby(name)
-        s.needs_rewind = False
-        self._start_locked(name, wait=True)
-        p.exposed = False
-        self._reload(principal)
-        self._wait_partner_published(principal)  # the reload has been applied: commits wait for the mirror
-        if p.exposed_since is not None:  # a sync principal's exposed window (exposure.start) ends here
-            self._exposure_ended(principal, name)
-
-    def _exposure_started(self, principal: str, lost: str) -> None:
-        """A sync principal promoted with no live mirror acknowledges commits with no second copy
-        until a mirror rejoins (DUR-1; docs/topology.md, "The exposed window"): record
-        ``exposure.start`` and when it began (in the run state, so a ``rejoin`` by another process
-        can close it)."""
-        s = self._node_state(principal)
-        s.exposed_since = time.monotonic()
-        self._emit("exposure.start", t=s.exposed_since, node=principal, lost=lost, mode=self.mode)
-
-    def _exposure_ended(self, principal: str, mirror: str) -> None:
-        """The principal waits for ``mirror`` again (reloaded with it as synchronous standby): record
-        ``exposure.end`` with the window's length."""
-        s = self._node_state(principal)
-        since, s.exposed_since = s.exposed_since or 0.0, None
-        now = time.monotonic()
-        self._emit("exposure.end", t=now, node=principal, mirror=mirror, seconds=round(now - since, 6))
-
-    def _rewind(self, name: str, principal: str) -> None:
-        """Make a stopped former principal/standby a copy of ``principal``'s timeline: pg_rewind, or a
-        fresh pg_basebackup when pg_rewind cannot (e.g. the WAL it needs is gone)."""
-        s, p = self._node_state(name), self._node_state(principal)
-        try:
-            self.engine.rewind(Path(s.datadir), self.socket_dir(principal), p.port, self.run_as)
-        except TopologyError as exc:
-            reason = str(exc).strip().splitlines()[-1][:300]
-            self._emit("node.reclone", node=name, source=principal, reason=reason)
-            self.engine.reclone(Path(s.datadir), self.socket_dir(principal), p.port, self.run_as)
-
-    def _stop(self, name: str, mode: str) -> str:
-        self._require(name, RUNNING, PAUSED)
-        self._stop_server(name, mode)
-        return name
-
-    def _start_op(self, name: str) -> str:
-        s = self._require(name, STOPPED, KILLED)
-        if s.role != PRINCIPAL and s.needs_rewind:
-            self._rewind_and_start(name, self._principal_name())
-        else:
-            if s.role != PRINCIPAL:
-                self._make_standby(name)
-            self._start_locked(name, wait=True)
-        return name
-
-    def _kill(self, name: str) -> str:
-        self._require(name, RUNNING, PAUSED)
-        self._kill_server(name)
-        return name
-
-    def _pause(self, name: str, scope: str) -> str:
-        s = self._require(name, RUNNING)
-        if scope == "all":
-            signal_group(s.pid, signal.SIGSTOP)
-        else:
-            signal_pid(s.pid, signal.SIGSTOP)
-        s.state, s.paused_scope = PAUSED, scope
-        self._emit("node.pause", node=name, scope=scope)
-        return name
-
-    def _resume(self, name: str) -> str:
-        s = self._node_state(name)
-        if s.state != PAUSED:
-            raise InvalidOperation(f"resume({name}): node {name} is {s.state}, not paused")
-        signal_group(s.pid, signal.SIGCONT)
-        s.state = RUNNING
-        self._emit("node.resume", node=name, scope=s.paused_scope or "postmaster")
-        return name
-
-    def _wait_partner_published(self, principal: str, timeout: float = 5) -> None:
-        """Wait until ``SHOW mirroring.partner`` on the principal answers its current mirror (MIR-9)."""
-        s = self._node_state(principal)
-        wanted = self._partner_of_principal()
-        deadline = time.monotonic() + timeout
-        seen = None
-        while time.monotonic() < deadline:
-            seen = self.engine.published_partner(self.socket_dir(principal), s.port)
-            if seen is None:  # the engine publishes no partner
-                return
-            if seen == wanted:
-                self._emit("mirroring.partner", node=principal, partner=seen)
-                return
-            time.sleep(0.005)
-        raise TopologyError(f"principal {principal} still publishes mirroring.partner={seen!r}, not {wanted!r}")
 
     def partner_setting(self) -> str:
         """What the principal currently answers to ``SHOW mirroring.partner``."""

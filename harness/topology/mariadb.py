@@ -41,7 +41,7 @@ from typing import Any
 
 from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
-from harness.secrets import remember, write_private_file
+from harness.redact import remember, write_private_file
 from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import RunAs, database_user, kill_group, pid_alive, run_tool, spawn_server, wait_gone
 from harness.topology.template_cache import build_folder, cached_template, copy_tree

@@ -28,7 +28,7 @@ from psycopg import sql
 
 from harness.errors import MissingDependencyError, NodeStartError, PortInUseError, TopologyError
 from harness.paths import templates_dir
-from harness.secrets import remember, write_private_file
+from harness.redact import remember, write_private_file
 from harness.topology.engine import Credentials, NodeConfig, module_functions
 from harness.topology.process import (
     RunAs,
@@ -167,7 +167,7 @@ def _pgpass_escape(value: str) -> str:
 
 def read_credentials(template: Path) -> Credentials:
     """The test login of a template (user, password, database, password file), read from
-    :func:`credentials_file`; the password is remembered for redaction (harness.secrets)."""
+    :func:`credentials_file`; the password is remembered for redaction (harness.redact)."""
     path = credentials_file(template)
     try:
         if path.stat().st_mode & 0o077:
@@ -519,7 +519,7 @@ class PostgresEngine:
     label = "PostgreSQL"
     topology_prefix = "pg"
     #: ``checkpoint``, ``wait_replica`` and ``wait_writable`` take an open admin session (``conn``) to
-    #: reuse: a switchover's checks need no login while its clients wait (harness.topology.held).
+    #: reuse: a switchover's checks need no login while its clients wait (harness.topology.switchover_sessions).
     reuses_admin_connections = True
     _read: dict[tuple[str, int], Credentials] = {}  # (password file, its mtime) -> what it holds
 

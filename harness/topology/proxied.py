@@ -7,7 +7,7 @@ be cut.
 * ``fh-<run>-repl-<node>``: that node, while a standby -> the current principal's server. Role
   changes re-point it (an upstream change drops the old stream, which is what a real role swap does).
 
-The proxy server is the one :func:`harness.toxiproxy.select.start_fault_proxy` picks (TOXIPROXY_URL >
+The proxy server is the one :func:`harness.toxiproxy.server_choice.start_fault_proxy` picks (TOXIPROXY_URL >
 toxiproxy-server on PATH > embedded). A detached run (``up --detach``) needs a server that outlives
 the command: there the embedded server runs as its own background process, recorded in the run.
 
@@ -36,7 +36,7 @@ from harness.topology.process import start_ticks
 from harness.topology.state import LinksState, ProcessRecord, ProxyNames, RunState
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.models import ConnEvent, split_hostport
-from harness.toxiproxy.select import FaultProxyHandle, start_fault_proxy
+from harness.toxiproxy.server_choice import FaultProxyHandle, start_fault_proxy
 
 CAPTURE_ENV = "FAILOVER_HARNESS_CAPTURE"
 

@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from harness.errors import ConfigError, ProxyError
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.events import EVENTS_KEPT, EventCallback, EventLog
 from harness.toxiproxy.httpconn import HEADER_TIMEOUT, serve
 from harness.toxiproxy.limits import (
@@ -42,7 +42,7 @@ from harness.toxiproxy.replies import (
     require_obj,
 )
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.redact)
 
 VERSION = "2.12.0"
 

@@ -9,14 +9,14 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.link import STREAM_LIMIT, Link
 from harness.toxiproxy.models import split_hostport
 
 if TYPE_CHECKING:
     from harness.toxiproxy.proxystate import ProxyState, ToxicState
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.redact)
 
 
 def _set_rst(writer: asyncio.StreamWriter) -> None:

@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.models import ConnEvent
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.redact)
 
 EVENTS_KEPT = 100_000
 EventCallback = Callable[[ConnEvent], None]

@@ -7,7 +7,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
-from harness.secrets import protect_logger
+from harness.redact import protect_logger
 from harness.toxiproxy.conn import Conn
 from harness.toxiproxy.limits import ApiError, is_loopback, json_number, parse_listen
 from harness.toxiproxy.link import STREAM_LIMIT
@@ -16,7 +16,7 @@ from harness.toxiproxy.models import STREAMS
 if TYPE_CHECKING:
     from harness.toxiproxy.api import ToxiproxyServer
 
-log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.secrets)
+log = protect_logger(logging.getLogger("harness.toxiproxy.server"))  # no password in a log line (harness.redact)
 
 
 class ToxicState:

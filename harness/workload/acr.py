@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from harness.errors import AcrClientError, Sql30108N
-from harness.secrets import redact
+from harness.redact import redact
 
 TABLE = "acr_keys"
 CLIENT_ERRORS: tuple[type[BaseException], ...] = (AcrClientError, psycopg.Error)

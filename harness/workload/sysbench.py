@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError, MissingDependencyError
-from harness.secrets import redact, write_private_file
+from harness.redact import redact, write_private_file
 
 _INTERVAL = re.compile(r"^\[ *(\d+)s \] thds: (\d+) tps: ([\d.]+) qps: ([\d.]+).*?lat \(ms,95%\): ([\d.]+) "
                        r"err/s: ([\d.]+) reconn/s: ([\d.]+)", re.M)

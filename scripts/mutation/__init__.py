@@ -1,4 +1,4 @@
-"""A mutation test of the rule checkers (issue 16, item 8): ``make mutation`` / ``python -m scripts.mutation``.
+"""A mutation test of the rule checkers (docs/mutation.md): ``make mutation`` / ``python -m scripts.mutation``.
 
 Each mutant is one small change to a checker module (a comparison flipped, ``and`` for ``or``, a
 constant changed, a statement dropped …). The checker tests run against it; a mutant they fail on

@@ -206,7 +206,7 @@ class _Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the mutation test; print the kill rate per module (issue 16, item 8)."""
+    """Run the mutation test; print the kill rate per module (docs/mutation.md)."""
     a = _args(argv)
     cfg = settings.load(REPO)
     modules = cfg.modules

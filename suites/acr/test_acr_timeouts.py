@@ -9,7 +9,7 @@ import pytest
 
 from harness import Check, History, Pair
 from harness.faults.acr import AcrFaults
-from harness.rules.acr import check_acr_6, check_acr_9
+from harness.rules.acr import check_group_address_tried_last, check_timeout_failure_codes
 from harness.topology.acr import AcrGroups
 
 TIMEOUT = 1.0
@@ -45,6 +45,6 @@ def test_receive_timeout_query_timeout_and_interrupt(pair: Pair, acr: AcrGroups,
         _blackholed_call(app, acr_faults, "m1", cancel)
         app.client.shutdown()
     events = history.events()
-    check([*(check_acr_9(events, process=p, receive_timeout=o.get("receive_timeout"),
+    check([*(check_timeout_failure_codes(events, process=p, receive_timeout=o.get("receive_timeout"),
                          query_timeout=o.get("query_timeout"), tolerance=TOLERANCE) for p, o, _ in cases),
-           *(check_acr_6(events, process=p) for p, _, _ in cases)])
+           *(check_group_address_tried_last(events, process=p) for p, _, _ in cases)])

@@ -25,7 +25,8 @@ from harness.clients.icm import IcmRouter, open_router
 from harness.plugin import add_environment
 from harness.rules.icm import DEFAULT_PROBE_WINDOW
 from harness.topology import get_backend, get_engine
-from harness.topology.icm import HistoryRelay, IcmCluster
+from harness.topology.icm import IcmCluster
+from harness.topology.icm_relay import HistoryRelay
 from harness.workload.icm import IcmBrowser
 
 TIE_BREAK = "any"

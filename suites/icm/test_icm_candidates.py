@@ -9,7 +9,7 @@ import pytest
 
 from harness import Check, Faults, History
 from harness.clients.icm import IcmRouter
-from harness.rules.icm import check_icm_1, check_icm_5, check_icm_6
+from harness.rules.icm import check_candidate_servers, check_last_resort, check_least_loaded
 from harness.topology.icm import IcmCluster
 from harness.workload.icm import IcmBrowser
 
@@ -28,7 +28,7 @@ def test_icm1_only_servers_holding_a_replica(icm_cluster: IcmCluster, router: Ic
     icm_cluster.set_server("s1", sessions=0)  # s1 (no docs.nsf) is the lightest
     icm_cluster.set_server("s3", sessions=50)
     b.open(router.url("https", "/docs.nsf"), "docs.nsf")
-    check(check_icm_1(history.events()))
+    check(check_candidate_servers(history.events()))
 
 
 @pytest.mark.rule("ICM-1", "ICM-5")
@@ -45,7 +45,7 @@ def test_icm1_marked_replicas_excluded(icm_cluster: IcmCluster, router: IcmRoute
                 b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
     b.open(router.url("https", "/mail.nsf"), "mail.nsf")  # marks cleared: s1 or s2 again (lightest)
     events = history.events()
-    check([check_icm_1(events), check_icm_5(events, **history.meta["rule_params"]["ICM-5"])])
+    check([check_candidate_servers(events), check_least_loaded(events, **history.meta["rule_params"]["ICM-5"])])
 
 
 @pytest.mark.rule("ICM-1", "ICM-6")
@@ -57,4 +57,4 @@ def test_icm1_every_replica_marked_is_an_error(icm_cluster: IcmCluster, router: 
     with faults.mark_state("s1", "crm.nsf", "out-of-service"), faults.mark_state("s2", "crm.nsf", "pending-delete"):
         b.open(router.url("https", "/crm.nsf"), "crm.nsf")
     events = history.events()
-    check([check_icm_1(events), check_icm_6(events)])
+    check([check_candidate_servers(events), check_last_resort(events)])

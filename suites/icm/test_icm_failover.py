@@ -10,7 +10,7 @@ import pytest
 
 from harness import Check, Faults, History
 from harness.clients.icm import IcmRouter
-from harness.rules.icm import check_icm_7
+from harness.rules.icm import check_no_transparent_failover
 from harness.topology.icm import IcmCluster
 from harness.workload.icm import IcmBrowser
 
@@ -34,4 +34,4 @@ def test_icm7_server_killed_under_client(icm_cluster: IcmCluster, router: IcmRou
             if b.last_url:
                 b.open(b.last_url, "mail.nsf", target="bookmark")  # the server it was connected to
             b.open(url, "mail.nsf")  # back to ICM
-    check(check_icm_7(history.events()))
+    check(check_no_transparent_failover(history.events()))

@@ -10,7 +10,7 @@ import pytest
 
 from harness import Check, Faults, History
 from harness.clients.icm import IcmRouter
-from harness.rules.icm import check_icm_3, check_icm_6
+from harness.rules.icm import check_last_resort, check_port_probe
 from harness.topology.icm import IcmCluster
 from harness.workload.icm import IcmBrowser
 
@@ -26,7 +26,7 @@ def test_icm6_every_server_in_a_state(icm_cluster: IcmCluster, router: IcmRouter
     icm_cluster.set_server("s3", sessions=50, restricted=2)
     for scheme in ("http", "https"):
         b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
-    check(check_icm_6(history.events(), **history.meta["rule_params"]["ICM-6"]))
+    check(check_last_resort(history.events(), **history.meta["rule_params"]["ICM-6"]))
 
 
 @pytest.mark.rule("ICM-6", "ICM-3")
@@ -42,5 +42,5 @@ def test_icm6_every_server_unreachable(icm_cluster: IcmCluster, router: IcmRoute
         b.open(router.url("https", "/mail.nsf"), "mail.nsf")
         b.open(router.url("http", "/mail.nsf"), "mail.nsf")
     events = history.events()
-    check([check_icm_6(events, **history.meta["rule_params"]["ICM-6"]),
-           check_icm_3(events, **history.meta["rule_params"]["ICM-3"])])
+    check([check_last_resort(events, **history.meta["rule_params"]["ICM-6"]),
+           check_port_probe(events, **history.meta["rule_params"]["ICM-3"])])

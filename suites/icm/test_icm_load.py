@@ -9,7 +9,7 @@ import pytest
 
 from harness import Check, History
 from harness.clients.icm import IcmRouter
-from harness.rules.icm import check_icm_2, check_icm_4, check_icm_5
+from harness.rules.icm import check_least_loaded, check_server_availability, check_server_exclusions
 from harness.topology.icm import IcmCluster
 from harness.workload.icm import IcmBrowser
 
@@ -27,7 +27,7 @@ def test_icm5_lightest_server_chosen(icm_cluster: IcmCluster, router: IcmRouter,
             icm_cluster.set_server(server, sessions=sessions)
         for scheme in ("http", "https"):
             b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
-    check(check_icm_5(history.events(), **history.meta["rule_params"]["ICM-5"]))
+    check(check_least_loaded(history.events(), **history.meta["rule_params"]["ICM-5"]))
 
 
 @pytest.mark.rule("ICM-2", "ICM-4")
@@ -49,7 +49,7 @@ def test_icm4_lightest_server_excluded(icm_cluster: IcmCluster, router: IcmRoute
         for _ in range(REPEAT):  # a router that ignores the state cannot avoid s2 by luck (round robin)
             b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
     events = history.events()
-    check([check_icm_2(events), check_icm_4(events)])
+    check([check_server_availability(events), check_server_exclusions(events)])
 
 
 #: (sessions, capacity) per server: capacities off the default 100, so a router whose index ignores
@@ -73,4 +73,5 @@ def test_icm2_capacity_scales_the_index(icm_cluster: IcmCluster, router: IcmRout
             for _ in range(REPEAT):
                 b.open(router.url(scheme, "/mail.nsf"), "mail.nsf")
     events = history.events()
-    check([check_icm_2(events), check_icm_4(events), check_icm_5(events, **history.meta["rule_params"]["ICM-5"])])
+    check([check_server_availability(events), check_server_exclusions(events), check_least_loaded(events,
+                                                                                                  **history.meta["rule_params"]["ICM-5"])])

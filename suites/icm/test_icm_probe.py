@@ -10,7 +10,7 @@ import pytest
 
 from harness import Check, Faults, History
 from harness.clients.icm import IcmRouter
-from harness.rules.icm import check_icm_3, check_icm_4
+from harness.rules.icm import check_port_probe, check_server_exclusions
 from harness.topology.icm import IcmCluster
 from harness.workload.icm import IcmBrowser
 
@@ -33,7 +33,7 @@ def test_icm3_one_scheme_cut_off(icm_cluster: IcmCluster, router: IcmRouter, fau
         b.open(router.url(cut, "/mail.nsf"), "mail.nsf")
         b.open(router.url(works, "/mail.nsf"), "mail.nsf")
     events = history.events()
-    check([check_icm_3(events, **history.meta["rule_params"]["ICM-3"]), check_icm_4(events)])
+    check([check_port_probe(events, **history.meta["rule_params"]["ICM-3"]), check_server_exclusions(events)])
 
 
 @pytest.mark.rule("ICM-3", "ICM-4")
@@ -45,4 +45,4 @@ def test_icm3_refused_port_excluded(icm_cluster: IcmCluster, router: IcmRouter, 
     with faults.partition("s1:https", how="refuse"):
         b.open(router.url("https", "/mail.nsf"), "mail.nsf")
     events = history.events()
-    check([check_icm_3(events, **history.meta["rule_params"]["ICM-3"]), check_icm_4(events)])
+    check([check_port_probe(events, **history.meta["rule_params"]["ICM-3"]), check_server_exclusions(events)])

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from harness import Check, Group, History
-from harness.rules.lpq import check_lpq_1, check_lpq_2, check_lpq_4, check_lpq_6
+from harness.rules.lpq import (
+    check_hosts_in_order,
+    check_next_host_on_failure,
+    check_random_host_order,
+    check_session_attributes,
+)
 from harness.workload.lpq import host_list
 
 RANDOM_OPENS = 30
@@ -28,13 +33,13 @@ def test_group_session_attrs_and_random_order(group: Group, history: History, ch
             continue
         scenario.open(client, spec, group, write=tsa == "read-write", label=name)
         events = history.events()
-        verdicts += [check_lpq_4(events, process=name), check_lpq_1(events, process=name),
-                     check_lpq_2(events, process=name)]
+        verdicts += [check_session_attributes(events, process=name), check_hosts_in_order(events, process=name),
+                     check_next_host_on_failure(events, process=name)]
     name = "random-order"
     client = scenario.client(name)
     spec = host_list(group, ["n1", "n2", "n3"], load_balance_hosts="random")
     if scenario.offered(client, spec, ["LPQ-6"]):
         for k in range(RANDOM_OPENS):
             scenario.open(client, spec, group, label=f"{name}-{k + 1}")
-        verdicts.append(check_lpq_6(history.events(), process=name))
+        verdicts.append(check_random_host_order(history.events(), process=name))
     check(verdicts)

@@ -8,7 +8,12 @@ from __future__ import annotations
 import pytest
 
 from harness import Check, Faults, History, Pair
-from harness.rules.lpq import check_lpq_1, check_lpq_2, check_lpq_4, check_lpq_5
+from harness.rules.lpq import (
+    check_auth_failure_stops,
+    check_hosts_in_order,
+    check_next_host_on_failure,
+    check_session_attributes,
+)
 from harness.workload.lpq import host_list
 
 #: (scenario, host order, target_session_attrs)
@@ -41,19 +46,21 @@ def test_session_attrs_and_authentication(pair: Pair, faults: Faults, history: H
         if not scenario.offered(client, spec, ["LPQ-4", "LPQ-1", "LPQ-2"]):
             continue
         scenario.open(client, spec, pair, write=tsa in ("read-write", "primary"), label=name)
-        verdicts += [check_lpq_4(history.events(), process=name), check_lpq_1(history.events(), process=name),
-                     check_lpq_2(history.events(), process=name)]
+        verdicts += [check_session_attributes(history.events(), process=name), check_hosts_in_order(history.events(),
+                                                                                                    process=name),
+                     check_next_host_on_failure(history.events(), process=name)]
     name = "standby-refused-prefer-standby"
     client = scenario.client(name)
     spec = host_list(pair, ["n2", "n1"], target_session_attrs="prefer-standby")
     if scenario.offered(client, spec, ["LPQ-4", "LPQ-2"]):
         scenario.servers(pair, ["n1", "n2"], unreachable=["n2"])
         scenario.open(client, spec, pair, faults=[faults.partition("n2", how="refuse")], label=name)
-        verdicts += [check_lpq_4(history.events(), process=name), check_lpq_2(history.events(), process=name)]
+        verdicts += [check_session_attributes(history.events(), process=name),
+                     check_next_host_on_failure(history.events(), process=name)]
     name = "wrong-password"
     client = scenario.client(name)
     spec = host_list(pair, ["n1", "n2"], password="not-the-password")
     if scenario.offered(client, spec, ["LPQ-5"]):
         scenario.open(client, spec, pair, label=name)
-        verdicts.append(check_lpq_5(history.events(), process=name))
+        verdicts.append(check_auth_failure_stops(history.events(), process=name))
     check(verdicts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness import Check, Faults, History, Pair
-from harness.rules.lpq import check_lpq_1, check_lpq_2, check_lpq_3
+from harness.rules.lpq import check_hosts_in_order, check_next_host_on_failure, check_per_host_timeout
 from harness.workload.lpq import host_list
 
 TIMEOUT = 2
@@ -21,7 +21,7 @@ def test_first_host_unreachable(pair: Pair, faults: Faults, history: History, ch
     """LPQ-2: a refused / black-holed / slow first host -> the second host is tried and the open
     succeeds; both black-holed or both refusing -> the open fails once each host failed
     (interpretation: one pass; a client still trying 1 s after its last attempt ended keeps trying
-    forever). A reset of an accepted connection is not one of LPQ-2's cases (see check_lpq_2): that
+    forever). A reset of an accepted connection is not one of LPQ-2's cases (see check_next_host_on_failure): that
     scenario is judged by LPQ-1 only, its outcome kept in the history. LPQ-3: a black-holed or slow
     host is given up after ``connect_timeout`` (2 s, -1/+1 s: libpq 15 counts whole seconds), so two
     black holes take about 4 s. LPQ-1: n1 before n2."""
@@ -34,7 +34,7 @@ def test_first_host_unreachable(pair: Pair, faults: Faults, history: History, ch
         ("both-blackholed", [("n1", "blackhole"), ("n2", "blackhole")], ["LPQ-2", "LPQ-3"]),
         ("every-host-refused", [("n1", "refuse"), ("n2", "refuse")], ["LPQ-2"]),
     ]
-    checkers = {"LPQ-1": check_lpq_1, "LPQ-2": check_lpq_2, "LPQ-3": check_lpq_3}
+    checkers = {"LPQ-1": check_hosts_in_order, "LPQ-2": check_next_host_on_failure, "LPQ-3": check_per_host_timeout}
     scenario.servers(pair, ["n1", "n2"])  # the hosts' names for the evidence
     for name, what, rules in cases:
         client = scenario.client(name)

@@ -13,12 +13,12 @@ from harness import Check, Faults, History, Pair
 from harness.errors import HarnessError
 from harness.rules.connstring import ConnectionStringError
 from harness.rules.mirroring import (
-    check_mir_1,
-    check_mir_2,
-    check_mir_4,
-    check_mir_11,
-    check_mir_12,
-    check_mir_13,
+    check_database_required,
+    check_initial_partner_first,
+    check_no_automatic_reconnect,
+    check_partner_alternation,
+    check_redirect_keeps_initial_name,
+    check_shutdown_aborts_attempts,
 )
 from harness.rules.verdict import Verdict
 from harness.workload.mirroring import (
@@ -78,7 +78,7 @@ def test_database_is_required(pair: Pair, history: History, check: Check, make_c
     try_open(missing, connstring(pair, "n1", "n2", login_timeout=lt, database="no_such_db"), history,
              label="Database=no_such_db")
     check([
-        check_mir_2(history.events(), initial=partner(pair, "n1"), failover=partner(pair, "n2"),
+        check_database_required(history.events(), initial=partner(pair, "n1"), failover=partner(pair, "n2"),
                     process="no-database"),
         _unavailable_database_verdict(history, "missing-database", lt),
     ])
@@ -109,10 +109,10 @@ def test_redirected_connection_presents_the_initial_partner_name(pair: Pair, fau
     inactive = {"initial": partner(pair, "n2"), "failover": partner(pair, "n1"), "process": "via-inactive-initial"}
     refused = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": "via-refused-initial"}
     check([
-        check_mir_1(events, **inactive),
-        check_mir_4(events, **inactive, login_timeout=lt, tolerance=TOL),
-        check_mir_12(events, **inactive),
-        check_mir_12(events, **refused),
+        check_initial_partner_first(events, **inactive),
+        check_partner_alternation(events, **inactive, login_timeout=lt, tolerance=TOL),
+        check_redirect_keeps_initial_name(events, **inactive),
+        check_redirect_keeps_initial_name(events, **refused),
     ])
 
 
@@ -153,8 +153,8 @@ def test_broken_connection_is_not_reconnected(pair: Pair, faults: Faults, histor
     events = history.events()
     names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": "app"}
     check([
-        check_mir_11(events, **names),
-        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+        check_no_automatic_reconnect(events, **names),
+        check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
     ])
 
 
@@ -187,8 +187,8 @@ def test_server_shutdown_aborts_a_pending_attempt_at_once(pair: Pair, faults: Fa
         events = history.events()
         names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
         return [
-            check_mir_13(events, **names, login_timeout=lt, tolerance=TOL),
-            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+            check_shutdown_aborts_attempts(events, **names, login_timeout=lt, tolerance=TOL),
+            check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))
@@ -210,10 +210,10 @@ def test_refused_first_partner_seen_from_outside(pair: Pair, faults: Faults, his
     events = history.events()
     names = partners(pair, "n2", "n1", "app")
     check([
-        check_mir_1(events, **names, use_client_view=False),  # judged on what the harness saw itself
-        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL, use_client_view=False),
-        check_mir_1(events, **names),
-        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+        check_initial_partner_first(events, **names, use_client_view=False),  # judged on what the harness saw itself
+        check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL, use_client_view=False),
+        check_initial_partner_first(events, **names),
+        check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
     ])
 
 
@@ -240,6 +240,6 @@ def test_readable_standby_first_is_not_a_connection_to_the_principal(pair: Pair,
     events = history.events()
     names = partners(pair, "n2", "n1", "app")
     check([
-        check_mir_1(events, **names),
-        check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
+        check_initial_partner_first(events, **names),
+        check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
     ])

@@ -21,7 +21,12 @@ from typing import Any
 import pytest
 
 from harness import Check, Faults, History, Pair
-from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_5, check_mir_6
+from harness.rules.mirroring import (
+    check_initial_partner_first,
+    check_partner_alternation,
+    check_retry_time_schedule,
+    check_truncated_last_round,
+)
 from harness.rules.verdict import Verdict
 from harness.workload.mirroring import BackgroundOpen, connstring, hold_times, judge_with_stall_retry, partner
 
@@ -97,10 +102,10 @@ def test_default_15s_login_timeout_exact_schedule(pair: Pair, faults: Faults, hi
         events = history.events()
         names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
         return [
-            check_mir_1(events, **names),
-            check_mir_4(events, **names, login_timeout=DEFAULT_LT, tolerance=TOL),
-            check_mir_5(events, **names, login_timeout=DEFAULT_LT, tolerance=TOL),
-            check_mir_6(events, **names, login_timeout=DEFAULT_LT, tolerance=TOL),
+            check_initial_partner_first(events, **names),
+            check_partner_alternation(events, **names, login_timeout=DEFAULT_LT, tolerance=TOL),
+            check_retry_time_schedule(events, **names, login_timeout=DEFAULT_LT, tolerance=TOL),
+            check_truncated_last_round(events, **names, login_timeout=DEFAULT_LT, tolerance=TOL),
             *_table_verdicts(history, pair, bg.started_at),
         ]
 

@@ -18,7 +18,12 @@ import pytest
 
 from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
-from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_7, check_mir_8
+from harness.rules.mirroring import (
+    check_initial_partner_first,
+    check_no_timeout_no_end,
+    check_partner_alternation,
+    check_partner_retry_delays,
+)
 from harness.rules.verdict import Verdict
 from harness.workload.mirroring import (
     BackgroundOpen,
@@ -61,9 +66,9 @@ def test_both_partners_inactive_get_growing_retry_delays(group: Group, history: 
         events = history.events()
         names = {"initial": partner(group, "n2"), "failover": partner(group, "n3"), "process": f"app-{k}"}
         return [
-            check_mir_1(events, **names),
-            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
-            check_mir_7(events, **names, tolerance=TOL),
+            check_initial_partner_first(events, **names),
+            check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
+            check_partner_retry_delays(events, **names, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))
@@ -87,8 +92,8 @@ def test_retry_delays_stay_at_one_second_after_round_five(group: Group, history:
         events = history.events()
         names = partners(group, "n2", "n3", f"app-{k}")
         return [
-            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
-            _to_the_cap(check_mir_7(events, **names, tolerance=TOL)),
+            check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
+            _to_the_cap(check_partner_retry_delays(events, **names, tolerance=TOL)),
         ]
 
     check(judge_with_stall_retry(history, scenario))
@@ -131,8 +136,8 @@ def test_pair_mid_failover_retry_delays_until_the_mirror_is_promoted(pair: Pair,
         events = history.events()
         names = {"initial": partner(pair, principal), "failover": partner(pair, mirror), "process": f"app-{k}"}
         return [
-            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
-            check_mir_7(events, **names, tolerance=TOL),
+            check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
+            check_partner_retry_delays(events, **names, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))
@@ -159,8 +164,8 @@ def test_no_login_timeout_keeps_alternating(group: Group, history: History, chec
     events = history.events()
     names = {"initial": partner(group, "n2"), "failover": partner(group, "n3")}
     check([
-        check_mir_4(events, **names, login_timeout=None, tolerance=TOL),
-        check_mir_8(events, **names, window=window, login_timeout=None),
+        check_partner_alternation(events, **names, login_timeout=None, tolerance=TOL),
+        check_no_timeout_no_end(events, **names, window=window, login_timeout=None),
     ])
 
 
@@ -185,8 +190,8 @@ def test_both_partners_refuse_get_growing_retry_delays(pair: Pair, faults: Fault
         events = history.events()
         names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
         return [
-            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
-            check_mir_7(events, **names, tolerance=TOL),
+            check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
+            check_partner_retry_delays(events, **names, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))

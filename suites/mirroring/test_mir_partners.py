@@ -14,7 +14,12 @@ import pytest
 
 from harness import Check, Faults, Group, History, Pair, Topology
 from harness.errors import HarnessError
-from harness.rules.mirroring import check_mir_1, check_mir_4, check_mir_9, check_mir_10
+from harness.rules.mirroring import (
+    check_initial_partner_first,
+    check_partner_alternation,
+    check_partner_cache_update,
+    check_stale_failover_partner,
+)
 from harness.workload.mirroring import (
     BackgroundOpen,
     client_address,
@@ -77,7 +82,7 @@ def test_failover_partner_cache_follows_role_changes(group: Group, faults: Fault
     faults.switchover("n3")
     _require_published(group, history, "n3", "n2")
     _open_and_close(client, text, history, "3: principal C after switchover")
-    check(check_mir_9(history.events(), initial=partner(group, "n1"), failover=partner(group, "n2"),
+    check(check_partner_cache_update(history.events(), initial=partner(group, "n1"), failover=partner(group, "n2"),
                       variant=variant, process="app"))
 
 
@@ -102,7 +107,7 @@ def _four_cases(group: Group, faults: Faults, history: History, make_client: Any
         first_connect("case-C-A", "n3", "n1")
         faults.switchover("n1")
         first_connect("case-A-C", "n1", "n3")
-    return [check_mir_10(history.events(), **names, principal=partner(group, principal), process=case)
+    return [check_stale_failover_partner(history.events(), **names, principal=partner(group, principal), process=case)
             for case, principal in cases]
 
 
@@ -157,7 +162,7 @@ def test_redirected_then_reopened_in_a_pair(pair: Pair, faults: Faults, history:
     events = history.events()
     names = partners(pair, "n1", "n2", "app")
     check([
-        check_mir_1(events, **names),
-        check_mir_4(events, **names, login_timeout=LT),
-        check_mir_9(events, **names, variant=variant),
+        check_initial_partner_first(events, **names),
+        check_partner_alternation(events, **names, login_timeout=LT),
+        check_partner_cache_update(events, **names, variant=variant),
     ])

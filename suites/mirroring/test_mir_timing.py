@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from harness import Check, Faults, History, Pair
-from harness.rules.mirroring import check_mir_1, check_mir_3, check_mir_4, check_mir_5, check_mir_6
+from harness.rules.mirroring import (
+    check_initial_partner_first,
+    check_no_failover_partner_no_alternation,
+    check_partner_alternation,
+    check_retry_time_schedule,
+    check_truncated_last_round,
+)
 from harness.rules.verdict import Verdict
 from harness.workload.mirroring import connstring, judge_with_stall_retry, open_during, partner, partners
 
@@ -50,10 +56,10 @@ def test_black_holed_partners_alternate_on_the_retry_time_schedule(pair: Pair, f
         events = history.events()
         names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
         return [
-            check_mir_1(events, **names),
-            check_mir_4(events, **names, login_timeout=LT, tolerance=TOL),
-            check_mir_5(events, **names, login_timeout=LT, tolerance=TOL),
-            check_mir_6(events, **names, login_timeout=LT, tolerance=TOL),
+            check_initial_partner_first(events, **names),
+            check_partner_alternation(events, **names, login_timeout=LT, tolerance=TOL),
+            check_retry_time_schedule(events, **names, login_timeout=LT, tolerance=TOL),
+            check_truncated_last_round(events, **names, login_timeout=LT, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))
@@ -75,9 +81,9 @@ def test_fast_failures_leave_time_for_more_rounds(pair: Pair, faults: Faults, hi
         events = history.events()
         names = {"initial": partner(pair, "n1"), "failover": partner(pair, "n2"), "process": f"app-{k}"}
         return [
-            check_mir_4(events, **names, login_timeout=LT, tolerance=TOL),
-            check_mir_5(events, **names, login_timeout=LT, tolerance=TOL),
-            check_mir_6(events, **names, login_timeout=LT, tolerance=TOL),
+            check_partner_alternation(events, **names, login_timeout=LT, tolerance=TOL),
+            check_retry_time_schedule(events, **names, login_timeout=LT, tolerance=TOL),
+            check_truncated_last_round(events, **names, login_timeout=LT, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))
@@ -99,7 +105,8 @@ def test_no_failover_partner_only_the_initial_partner_is_tried(pair: Pair, fault
         for how in ("blackhole", "reset"):
             app = make_client(f"app-{how}-{k}")
             open_during(app, text, history, [faults.partition("n1", how=how)], wait=LT + GRACE, label=how)
-            verdicts.append(check_mir_3(history.events(), initial=partner(pair, "n1"), failover=partner(pair, "n2"),
+            verdicts.append(check_no_failover_partner_no_alternation(history.events(), initial=partner(pair, "n1"),
+                                                                     failover=partner(pair, "n2"),
                                         login_timeout=LT, tolerance=TOL, process=f"app-{how}-{k}"))
         return verdicts
 
@@ -124,9 +131,9 @@ def test_black_holed_first_partner_with_the_principal_behind_the_failover_partne
         names = partners(pair, "n2", "n1", f"app-{k}")
         events = history.events()
         return [
-            check_mir_1(events, **names),
-            check_mir_4(events, **names, login_timeout=lt, tolerance=TOL),
-            check_mir_5(events, **names, login_timeout=lt, tolerance=TOL),
+            check_initial_partner_first(events, **names),
+            check_partner_alternation(events, **names, login_timeout=lt, tolerance=TOL),
+            check_retry_time_schedule(events, **names, login_timeout=lt, tolerance=TOL),
         ]
 
     check(judge_with_stall_retry(history, scenario))

@@ -1,4 +1,4 @@
-"""PER-2 on the MySQL protocol (issue 13; seed 002's own list for PolarProxy on MySQL): system
+"""PER-2 on the MySQL protocol (seed 002's own list for PolarProxy on MySQL): system
 variables of several kinds, the character set (``SET NAMES utf8`` plus a non-ASCII round trip), user
 variables (integer, string, NULL, one set with ``:=`` inside a SELECT), the current database, and a
 SQL ``PREPARE``-d statement, each session with its own values (a pooler mixing state between clients

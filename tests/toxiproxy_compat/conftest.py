@@ -16,7 +16,7 @@ import pytest
 from tcp_servers import TcpServer, echo_handler
 
 from harness.toxiproxy import Proxy, ToxiproxyAPIError, ToxiproxyClient
-from harness.toxiproxy.select import FaultProxyHandle, start_fault_proxy
+from harness.toxiproxy.server_choice import FaultProxyHandle, start_fault_proxy
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 import psycopg
 
 from harness.errors import Sql30081N, Sql30108N
-from harness.secrets import redact
+from harness.redact import redact
 from harness.topology.acr import ALTERNATE, PRIMARY, AcrSpec, Member, parse_members
 
 _SET = re.compile(r"^\s*SET\s+(?!TRANSACTION\b|SESSION\s+CHARACTERISTICS\b|CONSTRAINTS\b)", re.I)

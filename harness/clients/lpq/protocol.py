@@ -26,8 +26,8 @@ from typing import Any
 
 from harness.clients.mirroring.protocol import Recorder, first_line
 from harness.errors import ConnectionOpenError, MirroringClientError
+from harness.redact import redact
 from harness.rules.lpq.spec import SESSION_ATTRS, HostListSpec
-from harness.secrets import redact
 
 __all__ = ["SESSION_ATTRS", "HostListAdapter", "HostListClientError", "HostListConnection", "HostListOpenError",
            "HostListSpec", "NotOfferedError", "one_line"]

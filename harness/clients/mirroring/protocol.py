@@ -32,8 +32,8 @@ from typing import Any, Protocol, runtime_checkable
 from harness.errors import ConnectionLostError as ConnectionLostError  # re-exported
 from harness.errors import ConnectionOpenError as ConnectionOpenError
 from harness.errors import MirroringClientError as MirroringClientError
+from harness.redact import redact as redact  # the one redaction (re-exported for adapters)
 from harness.rules.connstring import ConnectionSpec, ConnectionStringError, parse_connection_string
-from harness.secrets import redact as redact  # the one redaction (re-exported for adapters)
 
 #: Outcomes of one attempt (``attempt.end`` ``outcome``).
 OUTCOMES = ("opened", "refused", "timeout", "reset", "inactive", "error", "aborted")
@@ -125,7 +125,7 @@ class Recorder:
 
     def fail(self, op_id: int, f: str, error: str, **extra: Any) -> None:
         """``op.fail`` (the operation certainly did not take effect); ``extra`` e.g. ``reason``. The
-        error text is redacted (no password in the history: harness.secrets)."""
+        error text is redacted (no password in the history: harness.redact)."""
         self.record("op.fail", op_id=op_id, f=f, error=redact(error), **extra)
 
     def info(self, op_id: int, f: str, error: str) -> None:

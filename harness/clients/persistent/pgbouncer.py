@@ -20,7 +20,7 @@ from harness.clients.persistent.pooler import PoolerProgram
 from harness.clients.persistent.protocol import Address
 from harness.errors import ConfigError, MissingDependencyError, PortInUseError
 from harness.ports import allocate_port, release_port, retry_on_port_in_use
-from harness.secrets import write_private_file
+from harness.redact import write_private_file
 from harness.topology import postgres as pg
 from harness.topology.process import database_user, kill_group, signal_group, spawn_server, wait_gone
 

@@ -21,7 +21,7 @@ from harness.clients.persistent.pooler import PoolerProgram
 from harness.clients.persistent.protocol import Address
 from harness.errors import MissingDependencyError
 from harness.ports import allocate_port, release_port
-from harness.secrets import write_private_file
+from harness.redact import write_private_file
 from harness.topology.process import database_user, kill_group, signal_group, spawn_server, wait_gone
 
 PGPOOL_BIN = os.environ.get("FAILOVER_HARNESS_PGPOOL") or shutil.which("pgpool") or "/usr/sbin/pgpool"

@@ -1,5 +1,5 @@
-"""The reference MySQL-protocol persistent-connection proxy (issue 13; RULEBOOK PER-1..PER-8 on
-MariaDB/MySQL): clients log in to the proxy (protocol 10, ``mysql_native_password``), each client
+"""The reference MySQL-protocol persistent-connection proxy (the MariaDB profile, docs/persistent.md; RULEBOOK
+PER-1..PER-8 on MariaDB/MySQL): clients log in to the proxy (protocol 10, ``mysql_native_password``), each client
 session gets a server connection to the current principal, and a planned switchover keeps the
 client's TCP connection: :meth:`MySQLPersistentProxy.drain` holds new commands and waits up to the
 drain window for every session to reach a boundary (PER-4), closes those it cannot keep (temporary

@@ -1,4 +1,4 @@
-"""MySQL client/server protocol pieces the reference MySQL proxy needs (issue 13, PER-1/2): packets,
+"""MySQL client/server protocol pieces the reference MySQL proxy needs (the MariaDB profile, PER-1/2): packets,
 length-encoded integers and strings, the protocol-10 handshake, ``mysql_native_password``, and
 OK / ERR / EOF packets with the session-state tracking of the OK packet."""
 

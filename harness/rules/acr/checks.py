@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.errors import ConfigError
 from harness.history.core import Event
 from harness.rules.acr.judging import (
+    acr_rule,
     describe,
     end_of,
     failed_under,
@@ -40,7 +41,8 @@ def _window(op: Op) -> tuple[float, float]:
 # ---------------------------------------------------------------------- ACR-1
 
 
-def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
+@acr_rule("ACR-1")
+def check_reroute_by_server_list(events: list[Event], *, process: str = "app") -> Verdict:
     """ACR-1: the client reroutes by the server list the group returned (highest weight first).
 
     For every call during which the application's transport broke and the client opened another
@@ -78,7 +80,8 @@ def check_acr_1(events: list[Event], *, process: str = "app") -> Verdict:
 # ---------------------------------------------------------------------- ACR-2
 
 
-def check_acr_2(events: list[Event], *, process: str = "app", mode: str = "seamless",
+@acr_rule("ACR-2")
+def check_seamless_statement_replay(events: list[Event], *, process: str = "app", mode: str = "seamless",
                 max_acr_retries: int | None = None, acr_retry_interval: float | None = None,
                 tolerance: float = 0.5) -> Verdict:
     """ACR-2: a transaction's failed first statement is run again on another member after the special
@@ -158,7 +161,8 @@ def _schedule_broken(m: Model, op: Op, retries: int | None, interval: float | No
 # ---------------------------------------------------------------------- ACR-3
 
 
-def check_acr_3(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
+@acr_rule("ACR-3")
+def check_later_failure_rolls_back(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
     """ACR-3: a later statement failing on a reusable transport rolls the transaction back, reconnects,
     replays the special registers and returns SQL30108N (SQLSTATE 08506) - judged in seamless mode."""
     rule = "ACR-3"
@@ -193,7 +197,8 @@ def check_acr_3(events: list[Event], *, process: str = "app", mode: str = "seaml
 # ---------------------------------------------------------------------- ACR-4
 
 
-def check_acr_4(events: list[Event], *, process: str = "app") -> Verdict:
+@acr_rule("ACR-4")
+def check_unreusable_transport_error(events: list[Event], *, process: str = "app") -> Verdict:
     """ACR-4: a failure while the transport cannot be reused (a held cursor, a temporary table) returns
     SQL30081N (SQLSTATE 08001), and the next session gets the special registers of the last COMMIT
     point."""
@@ -228,7 +233,9 @@ def check_acr_4(events: list[Event], *, process: str = "app") -> Verdict:
 # ---------------------------------------------------------------------- ACR-5
 
 
-def check_acr_5(events: list[Event], *, process: str = "app", mode: str = "seamless") -> Verdict:
+@acr_rule("ACR-5")
+def check_commit_after_fetch_fails_over(events: list[Event], *, process: str = "app",
+                                        mode: str = "seamless") -> Verdict:
     """ACR-5: COMMIT / ROLLBACK after a full fetch, issued once the server became unreachable, fails over
     seamlessly; a session resource declared in the transaction makes it non-seamless.
 
@@ -264,7 +271,8 @@ def check_acr_5(events: list[Event], *, process: str = "app", mode: str = "seaml
 # ---------------------------------------------------------------------- ACR-6
 
 
-def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
+@acr_rule("ACR-6")
+def check_group_address_tried_last(events: list[Event], *, process: str = "app") -> Verdict:
     """ACR-6: the group-wide address is tried only after every member of the list, and before the client
     gives up. Judged on every call that opened or tried a transport (a connect, a lazy bind, a
     reroute): one that tried the group-wide address while a running member was still untried breaks
@@ -309,7 +317,9 @@ def check_acr_6(events: list[Event], *, process: str = "app") -> Verdict:
 # ---------------------------------------------------------------------- ACR-7
 
 
-def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-seamless") -> Verdict:
+@acr_rule("ACR-7")
+def check_no_transport_before_first_statement(events: list[Event], *, process: str = "app",
+                                              mode: str = "non-seamless") -> Verdict:
     """ACR-7 (non-seamless mode): no transport until the application's first SQL or SET statement (after
     connect, and after a failure's SQL30108N); then the special registers of the last COMMIT point are
     set before the statement."""
@@ -354,7 +364,8 @@ def check_acr_7(events: list[Event], *, process: str = "app", mode: str = "non-s
 # ---------------------------------------------------------------------- ACR-8
 
 
-def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
+@acr_rule("ACR-8")
+def check_reason_codes(events: list[Event], *, process: str = "app") -> Verdict:
     """ACR-8: SQL30108N carries reason code 2 when a member of the current group failed and 4 when every
     member of the primary group failed and the alternate group is next; the failed member is not used
     again on that connection (until its next COMMIT)."""
@@ -406,7 +417,8 @@ def check_acr_8(events: list[Event], *, process: str = "app") -> Verdict:
 # ---------------------------------------------------------------------- ACR-9
 
 
-def check_acr_9(events: list[Event], *, process: str = "app", receive_timeout: float | None = None,
+@acr_rule("ACR-9")
+def check_timeout_failure_codes(events: list[Event], *, process: str = "app", receive_timeout: float | None = None,
                 query_timeout: float | None = None, tolerance: float = 1.0) -> Verdict:
     """ACR-9: a receive timeout and a query timeout on a failed (black-holed) connection yield SQL30108N
     with failure code 1-3 within the timeout (+ ``tolerance`` s); an interrupt (``cancel``) yields

@@ -5,12 +5,16 @@ and close with *unknown* when the situation never arose. Pure: no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from harness.errors import ConfigError
+from harness.history.core import Event
+from harness.rules import registry
 from harness.rules.acr.model import Model, Op, Session, Transport, first_of, sets_in
-from harness.rules.verdict import UNKNOWN, Verdict
+from harness.rules.registry import Checker, rule, rule_params_from_meta
+from harness.rules.verdict import UNKNOWN, Verdict, tallied
 
 MODES = ("seamless", "non-seamless")
 
@@ -132,6 +136,34 @@ def kept_or_unknown(rule: str, expected: str, judged: Sequence[object], *, unkno
                     evidence: list[int]) -> Verdict:
     """The verdict of a checker that found no violation: *unknown* (``unknown`` says what never
     happened) when it judged no call, else kept with ``kept`` and ``evidence``."""
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed=unknown)
-    return Verdict(rule, True, expected=expected, observed=kept, evidence=evidence)
+    return tallied(rule, expected, judged=judged, unknown=unknown, kept=kept, evidence=evidence)
+
+
+def params(rule_id: str, meta: Mapping[str, Any], process: str = "app") -> dict[str, Any]:
+    """The parameters of ``rule_id``'s checker a history records: the client's mode and retry
+    schedule (:func:`client_params`) where the checker takes them, then ``meta["rule_params"][rule_id]``.
+    The suites judge with these, and ``failover-harness check`` re-checks a saved history with the
+    same."""
+    takes = inspect.signature(registry.get(rule_id).checker).parameters
+    out = {k: v for k, v in client_params(meta, process).items() if k in takes}
+    if process != "app" and "process" in takes:
+        out["process"] = process
+    out.update(rule_params_from_meta(rule_id)(meta))
+    return out
+
+
+def judge(events: list[Event], meta: Mapping[str, Any], *rules: str, process: str = "app") -> list[Verdict]:
+    """Each of ``rules`` (``"ACR-2"`` …) judged on ``events`` with the parameters the history's
+    ``meta`` records for ``process`` (:func:`params`): what the suites check, and what
+    ``failover-harness check`` finds again offline."""
+    return [registry.get(r).checker(events, **params(r, meta, process)) for r in rules]
+
+
+def acr_rule(rule_id: str) -> Callable[[Checker], Checker]:
+    """Register an ACR checker under ``rule_id`` (:func:`harness.rules.registry.rule`), its parameters
+    read from the history as :func:`params` reads them: the one way an ACR checker is declared."""
+
+    def params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+        return params(rule_id, meta)
+
+    return rule(rule_id, params_from_meta=params_from_meta)

@@ -7,13 +7,14 @@ from typing import Any
 
 from harness.history.core import Event
 from harness.rules.app.history import ProxyConn, ordered, pool_settings, proxy_view, requests
-from harness.rules.registry import register
+from harness.rules.registry import rule
 from harness.rules.verdict import UNKNOWN, Verdict
 
 STALE_ID = "APP-4"
 SIZE_ID = "APP-5"
 
 
+@rule(STALE_ID)
 def check_no_stale_connection(events: list[Event], *, grace_s: float = 0.1) -> Verdict:
     """APP-4: no request fails on a connection the fault proxy had already closed before the request
     began (by more than ``grace_s``, the time the close takes to reach the client). A validating pool
@@ -66,6 +67,7 @@ def _harness_conns(events: list[Event], view_conns: list[ProxyConn]) -> set[int]
     return out
 
 
+@rule(SIZE_ID)
 def check_pool_size(events: list[Event], *, max_connections: int | None = None, min_life_s: float = 0.05) -> Verdict:
     """APP-5: the pool never holds more connections open at once than its maximum (``max_size`` +
     ``overflow`` of ``app.pool``, or ``max_connections``), counted at the fault proxy - also while it
@@ -111,7 +113,3 @@ def check_pool_size(events: list[Event], *, max_connections: int | None = None, 
                        evidence=[c.accepted.index for c in peak_conns], details=details)
     return Verdict(SIZE_ID, True, expected=expected,
                    observed=f"at most {peak} connection(s) open at once over {len(counted)} counted", details=details)
-
-
-check_no_stale_connection = register(STALE_ID, check_no_stale_connection).checker
-check_pool_size = register(SIZE_ID, check_pool_size).checker

@@ -7,8 +7,8 @@ from typing import Any
 
 from harness.history.core import Event
 from harness.rules.app.history import Episode, episodes, ordered, pool_settings, requests
-from harness.rules.registry import register
-from harness.rules.verdict import UNKNOWN, Validity, Verdict
+from harness.rules.registry import rule
+from harness.rules.verdict import UNKNOWN, Validity, Verdict, tally
 
 RECOVERY_ID = "APP-1"
 FAILED_ID = "APP-2"
@@ -48,13 +48,14 @@ def _resumed_at(events: list[Event], ref: Event, ep: Episode) -> Event:
 
 
 def _combine(results: list[Validity]) -> Validity:
-    if False in results:
-        return False
-    if UNKNOWN in results or not results:
+    """APP-1 / APP-2 over every fault: violated if one is, unknown if one could not be judged or there
+    is none (:func:`~harness.rules.verdict.tally`), else kept."""
+    if UNKNOWN in results and False not in results:
         return UNKNOWN
-    return True
+    return tally(results, [r for r in results if r is False])
 
 
+@rule(RECOVERY_ID)
 def check_recovery(events: list[Event], *, recovery_s: float | None = None, tolerance_s: float = 0.25) -> Verdict:
     """APP-1: after each fault, the pool's first acknowledged write comes within ``recovery_s`` of the
     moment the principal accepts writes again.
@@ -114,6 +115,7 @@ def check_recovery(events: list[Event], *, recovery_s: float | None = None, tole
                    evidence=evidence, details={"bound_s": bound, "tolerance_s": tolerance_s, "per_fault": figures})
 
 
+@rule(FAILED_ID)
 def check_failed_requests(events: list[Event], *, failed_requests: int | None = None) -> Verdict:
     """APP-2: the requests that failed (``op.fail``) or whose outcome is unknown (``op.info``) per fault
     stay within ``failed_requests`` (default: the pool's ``app.pool`` ``failed_requests``; without any
@@ -145,7 +147,3 @@ def check_failed_requests(events: list[Event], *, failed_requests: int | None = 
     shown = ", ".join(f"{r['fault']}: {r['failed']} of {r['requests']}" for r in figures)
     return Verdict(FAILED_ID, valid, expected=expected, observed=f"failed requests per fault: {shown}",
                    evidence=evidence, details={"bound": bound, "per_fault": figures, "failed_before_faults": before})
-
-
-check_recovery = register(RECOVERY_ID, check_recovery).checker
-check_failed_requests = register(FAILED_ID, check_failed_requests).checker

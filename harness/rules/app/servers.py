@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.history.core import Event
 from harness.rules.app.history import ordered, pool_settings, proxy_view, requests
-from harness.rules.registry import register
+from harness.rules.registry import rule
 from harness.rules.verdict import UNKNOWN, Verdict
 
 RULE_ID = "APP-3"
@@ -52,6 +52,7 @@ def _inside(spans: list[tuple[float, float]], t0: float, t1: float) -> bool:
     return any(a <= t0 and t1 < b for a, b in spans)
 
 
+@rule(RULE_ID)
 def check_servers_view(events: list[Event]) -> Verdict:
     """APP-3: no write acknowledged by a demoted node, no read served by a node out of the topology
     (judged from the fault proxy's and the topology's records, not from the client's account)."""
@@ -88,6 +89,3 @@ def check_servers_view(events: list[Event]) -> Verdict:
     return Verdict(RULE_ID, True, expected=expected,
                    observed=f"{judged['write']} write(s) and {judged['read']} read(s) matched to their node; "
                             "none on a demoted or absent node", details=details)
-
-
-check_servers_view = register(RULE_ID, check_servers_view).checker

@@ -1,6 +1,7 @@
 """ICM-1 … ICM-7 - Domino Internet Cluster Manager server selection (RULEBOOK, seed 004).
 
-Pure checkers ``check_icm_N(events, **params) -> Verdict``; no I/O. See ``docs/icm.md``.
+Pure checkers ``checker(events, **params) -> Verdict``, each named by what it checks and registered
+under its rule ID (``CHECKERS["ICM-5"] is check_least_loaded``); no I/O. See ``docs/icm.md``.
 :mod:`~harness.rules.icm.model` folds a history into requests and the cluster state each found,
 :mod:`~harness.rules.icm.checks` holds the checkers. Importing the package registers them with
 :mod:`harness.rules.registry`; the names below are the registry's recording wrappers."""
@@ -9,38 +10,23 @@ from __future__ import annotations
 
 from harness.rules.icm.checks import (
     DEFAULT_PROBE_WINDOW,
-    check_icm_1,
-    check_icm_2,
-    check_icm_3,
-    check_icm_4,
-    check_icm_5,
-    check_icm_6,
-    check_icm_7,
+    check_candidate_servers,
+    check_last_resort,
+    check_least_loaded,
+    check_no_transparent_failover,
+    check_port_probe,
+    check_server_availability,
+    check_server_exclusions,
 )
 from harness.rules.icm.model import TIE_BREAKS, Expectation, Request, ServerState, build, expectation, lightest
-from harness.rules.registry import Checker, register
+from harness.rules.registry import Checker, family_checkers
 
 __all__ = [
     "CHECKERS", "DEFAULT_PROBE_WINDOW", "TIE_BREAKS", "Expectation", "Request", "ServerState", "build",
-    "check_icm_1", "check_icm_2", "check_icm_3", "check_icm_4", "check_icm_5", "check_icm_6", "check_icm_7",
+    "check_candidate_servers", "check_server_availability", "check_port_probe", "check_server_exclusions",
+    "check_least_loaded", "check_last_resort", "check_no_transparent_failover",
     "expectation", "lightest",
 ]
 
-CHECKERS: dict[str, Checker] = {
-    "ICM-1": check_icm_1,
-    "ICM-2": check_icm_2,
-    "ICM-3": check_icm_3,
-    "ICM-4": check_icm_4,
-    "ICM-5": check_icm_5,
-    "ICM-6": check_icm_6,
-    "ICM-7": check_icm_7,
-}
-
-
-def _register() -> None:
-    """Register ICM-1 … ICM-7; the package's names become the recording wrappers."""
-    for rule_id, fn in list(CHECKERS.items()):
-        globals()[fn.__name__] = CHECKERS[rule_id] = register(rule_id, fn).checker
-
-
-_register()
+#: Rule ID -> the registered checker (ICM-1 … ICM-7, in RULEBOOK order).
+CHECKERS: dict[str, Checker] = family_checkers("ICM")

@@ -1,21 +1,21 @@
 """ICM-1 … ICM-7 - Domino Internet Cluster Manager server selection (RULEBOOK, seed 004).
 
-Pure checkers ``check_icm_N(events, **params) -> Verdict`` over the request model
-(:mod:`harness.rules.icm.model`). Each judges the requests sent to the router (``target="router"``)
-whose cluster state did not change while they were in flight; with nothing to judge the verdict is
-*unknown*, never a pass. ``tie_break`` (``any`` / ``first`` / ``last``) is the explicit choice among
-servers of equal availability (the docs do not say); ``probe_window`` how many seconds before the
-request the probe of the chosen port may lie (ICM-3) - and it must lie before the decision in the
-history's order (event index, never timestamps: equal timestamps are normal)."""
+Pure checkers ``checker(events, **params) -> Verdict`` (each registered with ``@rule("ICM-N")``)
+over the request model (:mod:`harness.rules.icm.model`). Each judges the requests sent to the router
+(``target="router"``) whose cluster state did not change while they were in flight; with nothing to
+judge the verdict is *unknown*, never a pass. ``tie_break`` (``any`` / ``first`` / ``last``) is the
+explicit choice among servers of equal availability (the docs do not say); ``probe_window`` how many
+seconds before the request the probe of the chosen port may lie (ICM-3) - and it must lie before the
+decision in the history's order (event index, never timestamps: equal timestamps are normal)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from harness.history.core import Event
 from harness.rules.icm.model import TIE_BREAKS, Model, Request, build, expectation
-from harness.rules.verdict import UNKNOWN, Verdict
+from harness.rules.registry import rule
+from harness.rules.verdict import UNKNOWN, Verdict, tally
 
 DEFAULT_PROBE_WINDOW = 5.0
 
@@ -31,13 +31,14 @@ def _no_layout(rule: str) -> Verdict:
 
 def _verdict(rule: str, judged: int, bad: list[tuple[Request, str, list[int]]], expected: str,
              nothing: str) -> Verdict:
-    if bad:
+    valid = tally(judged, bad)
+    if valid is False:
         req, why, extra = bad[0]
         more = f" (and {len(bad) - 1} more request(s))" if len(bad) > 1 else ""
         evidence = sorted(set(req.evidence() + extra))
         return Verdict(rule, False, expected, f"request {req.request_id} ({req.scheme} {req.database}): {why}{more}",
                        evidence, {"violations": [{"request_id": r.request_id, "why": w} for r, w, _ in bad[:20]]})
-    if judged == 0:
+    if valid == UNKNOWN:
         return Verdict(rule, UNKNOWN, expected, nothing)
     return Verdict(rule, True, expected, f"{judged} request(s) judged, every one as the rule says")
 
@@ -49,7 +50,8 @@ def _check_tie_break(tie_break: str) -> None:
         raise ConfigError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, not {tie_break!r}")
 
 
-def check_icm_1(events: list[Event]) -> Verdict:
+@rule("ICM-1")
+def check_candidate_servers(events: list[Event]) -> Verdict:
     """ICM-1 Candidates: a request goes only to a server holding a replica not marked Out of Service
     or Pending Delete; with no such replica it gets an error."""
     model = build(events)
@@ -74,7 +76,8 @@ def check_icm_1(events: list[Event]) -> Verdict:
                     "no request was routed")
 
 
-def check_icm_2(events: list[Event]) -> Verdict:
+@rule("ICM-2")
+def check_server_availability(events: list[Event]) -> Verdict:
     """ICM-2 Availability: the router tells BUSY / MAXUSERS / RESTRICTED servers by their availability
     index and thresholds: what it reports (``icm.router.decision``) matches them, and it never treats a
     server the thresholds make BUSY, MAXUSERS or RESTRICTED as available while an available one answers."""
@@ -139,7 +142,8 @@ def _declared(model: Model) -> tuple[str, list[int]]:
     return f"; {model.router.get('router')} declares it cannot: {why}", [model.router.index]
 
 
-def check_icm_3(events: list[Event], probe_window: float = DEFAULT_PROBE_WINDOW) -> Verdict:
+@rule("ICM-3")
+def check_port_probe(events: list[Event], probe_window: float = DEFAULT_PROBE_WINDOW) -> Verdict:
     """ICM-3 Probe: a request goes only to a server whose port of the request's scheme answers, and that
     port was pinged - through its fault proxy, as clients reach it - before the decision (earlier in
     the history) and within ``probe_window`` seconds before the request.
@@ -202,7 +206,8 @@ def check_icm_3(events: list[Event], probe_window: float = DEFAULT_PROBE_WINDOW)
                     "fault proxy and answering", "no request was sent to a server")
 
 
-def check_icm_4(events: list[Event]) -> Verdict:
+@rule("ICM-4")
+def check_server_exclusions(events: list[Event]) -> Verdict:
     """ICM-4 Exclusions: unreachable servers are never chosen; RESTRICTED, BUSY and MAXUSERS servers are
     not chosen while an available server answers."""
     model = build(events)
@@ -229,7 +234,8 @@ def check_icm_4(events: list[Event]) -> Verdict:
                     "no request met a server to exclude")
 
 
-def check_icm_5(events: list[Event], tie_break: str = "any") -> Verdict:
+@rule("ICM-5")
+def check_least_loaded(events: list[Event], tie_break: str = "any") -> Verdict:
     """ICM-5 Least loaded: among two or more available servers the one with the highest availability
     index is chosen (``tie_break`` decides among equals: ``any``, ``first``, ``last``)."""
     _check_tie_break(tie_break)
@@ -251,7 +257,8 @@ def check_icm_5(events: list[Event], tie_break: str = "any") -> Verdict:
                     "no request had two available servers to choose from")
 
 
-def check_icm_6(events: list[Event], tie_break: str = "any") -> Verdict:
+@rule("ICM-6")
+def check_last_resort(events: list[Event], tie_break: str = "any") -> Verdict:
     """ICM-6 Last resort: with no available server a reachable BUSY / MAXUSERS / RESTRICTED one (the
     lightest) is chosen - never an unreachable one; with none reachable the request gets an error."""
     _check_tie_break(tie_break)
@@ -288,7 +295,8 @@ def check_icm_6(events: list[Event], tie_break: str = "any") -> Verdict:
                     "no request found the cluster without an available server")
 
 
-def check_icm_7(events: list[Event]) -> Verdict:
+@rule("ICM-7")
+def check_no_transparent_failover(events: list[Event]) -> Verdict:
     """ICM-7 No transparent failover: after the server a client used fails, the client's next request to
     it gets an error (not another server's answer); reaching another replica goes through ICM again,
     with a new login unless the user already authenticated to that server in this session."""
@@ -331,12 +339,6 @@ def check_icm_7(events: list[Event]) -> Verdict:
                 break
     return _verdict("ICM-7", judged, bad, "an error from the failed server, ICM again for another replica, a new "
                     "login only where the user had none", "no client's server failed under it")
-
-
-CHECKS: dict[str, Callable[..., Verdict]] = {
-    "ICM-1": check_icm_1, "ICM-2": check_icm_2, "ICM-3": check_icm_3, "ICM-4": check_icm_4,
-    "ICM-5": check_icm_5, "ICM-6": check_icm_6, "ICM-7": check_icm_7,
-}
 
 
 def describe_request(req: Request) -> dict[str, Any]:

@@ -1,40 +1,31 @@
 """LPQ-1 … LPQ-6 - libpq's documented multi-host rules (RULEBOOK LPQ), the family every PostgreSQL
-driver with a host list is measured against. Pure checkers ``check_lpq_N(events, **params) ->
-Verdict``; :mod:`~harness.rules.lpq.model` holds the open/attempt model. Importing the package
-registers the checkers with :mod:`harness.rules.registry` (the names below become the registry's
+driver with a host list is measured against. Pure checkers ``checker(events, **params) ->
+Verdict``, each named by what it checks and registered under its rule ID
+(``CHECKERS["LPQ-1"] is check_hosts_in_order``); :mod:`~harness.rules.lpq.model` holds the
+open/attempt model. Importing the package registers the checkers with :mod:`harness.rules.registry`
+(the names below become the registry's
 recording wrappers). See ``docs/lpq.md``."""
 
 from __future__ import annotations
 
 from harness.rules.lpq.checks import (
-    check_lpq_1,
-    check_lpq_2,
-    check_lpq_3,
-    check_lpq_4,
-    check_lpq_5,
-    check_lpq_6,
+    check_auth_failure_stops,
+    check_hosts_in_order,
+    check_next_host_on_failure,
+    check_per_host_timeout,
+    check_random_host_order,
+    check_session_attributes,
     chi_square,
 )
 from harness.rules.lpq.model import MIN_CONNECT_TIMEOUT, HostListOpen, acceptable, host_list_opens
-from harness.rules.registry import Checker, register
+from harness.rules.registry import Checker, family_checkers
 
-__all__ = ["CHECKERS", "MIN_CONNECT_TIMEOUT", "HostListOpen", "acceptable", "check_lpq_1", "check_lpq_2",
-           "check_lpq_3", "check_lpq_4", "check_lpq_5", "check_lpq_6", "chi_square", "host_list_opens"]
+__all__ = [
+    "CHECKERS", "MIN_CONNECT_TIMEOUT", "HostListOpen", "acceptable", "check_hosts_in_order",
+    "check_next_host_on_failure",
+    "check_per_host_timeout", "check_session_attributes", "check_auth_failure_stops", "check_random_host_order",
+    "chi_square", "host_list_opens",
+]
 
-CHECKERS: dict[str, Checker] = {
-    "LPQ-1": check_lpq_1,
-    "LPQ-2": check_lpq_2,
-    "LPQ-3": check_lpq_3,
-    "LPQ-4": check_lpq_4,
-    "LPQ-5": check_lpq_5,
-    "LPQ-6": check_lpq_6,
-}
-
-
-def _register() -> None:
-    """Register LPQ-1 … LPQ-6; the package's names become the recording wrappers."""
-    for rule_id, fn in list(CHECKERS.items()):
-        globals()[fn.__name__] = CHECKERS[rule_id] = register(rule_id, fn).checker
-
-
-_register()
+#: Rule ID -> the registered checker (LPQ-1 … LPQ-6, in RULEBOOK order).
+CHECKERS: dict[str, Checker] = family_checkers("LPQ")

@@ -1,6 +1,6 @@
 """LPQ-1 … LPQ-6 - libpq's documented multi-host rules (RULEBOOK LPQ), checked on the network's and
 the servers' view of each open (:mod:`harness.rules.lpq.model`). Pure checkers
-``check_lpq_N(events, **params) -> Verdict``.
+``checker(events, **params) -> Verdict``, each registered under its rule ID with ``@rule("LPQ-N")``.
 
 A verdict is *unknown* (never a violation) when the history holds nothing the rule can judge, or
 when refused connects to a listed host may have gone unseen (a ``partition how=refuse`` while the
@@ -22,7 +22,8 @@ from harness.rules.lpq.model import (
     silent_windows,
 )
 from harness.rules.mirroring.coverage import Observability
-from harness.rules.verdict import UNKNOWN, Verdict
+from harness.rules.registry import rule
+from harness.rules.verdict import UNKNOWN, Verdict, tally
 
 #: Chi-square critical values at alpha = 0.001 by degrees of freedom (LPQ-6).
 CHI2_CRITICAL_0001 = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}
@@ -46,15 +47,15 @@ def _observable(events: Sequence[Event], opens: list[HostListOpen]) -> tuple[lis
 
 def _verdict(rule: str, expected: str, judged: int, bad: list[tuple[str, tuple[int, ...]]],
              good: list[str], unobserved: list[str], what: str = "opens") -> Verdict:
-    if bad:  # only observable opens are ever judged, so a violation stands beside unobservable ones
+    valid = tally(judged, bad)  # only observable opens are judged: a violation stands beside unobservable ones
+    if valid is False:
         text, ev = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         return Verdict(rule, False, expected=expected, observed=text + more, evidence=ev,
                        details={"violations": [b[0] for b in bad]})
-    if not judged and unobserved:
-        return Verdict(rule, UNKNOWN, expected=expected, observed=unobserved[0])
-    if not judged:
-        return Verdict(rule, UNKNOWN, expected=expected, observed=f"no {what} this rule can judge")
+    if valid == UNKNOWN:
+        why = unobserved[0] if unobserved else f"no {what} this rule can judge"
+        return Verdict(rule, UNKNOWN, expected=expected, observed=why)
     return Verdict(rule, True, expected=expected, observed="; ".join(good[:3]) + (" …" if len(good) > 3 else ""),
                    details={"judged": judged})
 
@@ -68,7 +69,8 @@ def _seq(o: HostListOpen, attempts: Sequence[Any] | None = None) -> str:
     return " → ".join(shown[:8]) + (" …" if len(shown) > 8 else "") if shown else "no attempt"
 
 
-def check_lpq_1(events: Sequence[Event], process: Any = None) -> Verdict:
+@rule("LPQ-1")
+def check_hosts_in_order(events: Sequence[Event], process: Any = None) -> Verdict:
     """LPQ-1 Hosts in order: with a host list (not ``load_balance_hosts=random``) the hosts are tried
     in the order given - the first pass of each open attempts host 1, then host 2, … (a later
     return to the top is LPQ-2's or ``prefer-standby``'s second pass)."""
@@ -91,7 +93,8 @@ def check_lpq_1(events: Sequence[Event], process: Any = None) -> Verdict:
     return _verdict("LPQ-1", expected, judged, bad, good, unseen)
 
 
-def check_lpq_2(events: Sequence[Event], process: Any = None, grace: float = 1.0,
+@rule("LPQ-2")
+def check_next_host_on_failure(events: Sequence[Event], process: Any = None, grace: float = 1.0,
                 judge_reset: bool = False) -> Verdict:
     """LPQ-2 Next host on failure: a host that cannot be connected to is followed by the next host;
     the open fails only when every host has failed. **(interpretation)** Once every host has failed
@@ -139,7 +142,8 @@ def check_lpq_2(events: Sequence[Event], process: Any = None, grace: float = 1.0
     return _verdict("LPQ-2", expected, judged, bad, good, unseen)
 
 
-def check_lpq_3(events: Sequence[Event], process: Any = None, early: float = 1.0, late: float = 1.0,
+@rule("LPQ-3")
+def check_per_host_timeout(events: Sequence[Event], process: Any = None, early: float = 1.0, late: float = 1.0,
                 minimum: float = 2.0) -> Verdict:
     """LPQ-3 Per-host timeout: ``connect_timeout`` applies to each host separately - a host that
     answers nothing (black hole, or a latency of at least the timeout) is given up after about
@@ -175,7 +179,8 @@ def check_lpq_3(events: Sequence[Event], process: Any = None, early: float = 1.0
     return _verdict("LPQ-3", expected, judged, bad, good, [], what="attempts at a silent host")
 
 
-def check_lpq_4(events: Sequence[Event], process: Any = None) -> Verdict:
+@rule("LPQ-4")
+def check_session_attributes(events: Sequence[Event], process: Any = None) -> Verdict:
     """LPQ-4 Session attributes: the open lands on a server acceptable for its
     ``target_session_attrs`` (read-write / primary / standby / read-only / prefer-standby / any), as
     the landed server reports itself through the client's connection; ``prefer-standby`` lands on a
@@ -235,7 +240,8 @@ def check_lpq_4(events: Sequence[Event], process: Any = None) -> Verdict:
     return _verdict("LPQ-4", expected, judged, bad, good, [])
 
 
-def check_lpq_5(events: Sequence[Event], process: Any = None) -> Verdict:
+@rule("LPQ-5")
+def check_auth_failure_stops(events: Sequence[Event], process: Any = None) -> Verdict:
     """LPQ-5 Authentication failure stops: when a connection is established but authentication
     fails, the remaining hosts are not tried - the open fails with no attempt at another host after
     the first host that accepted the connection. An open that did not fail on authentication (as
@@ -276,7 +282,8 @@ def chi_square(counts: Sequence[int]) -> float:
     return sum((c - exp) ** 2 / exp for c in counts)
 
 
-def check_lpq_6(events: Sequence[Event], process: Any = None, min_opens: int = 20) -> Verdict:
+@rule("LPQ-6")
+def check_random_host_order(events: Sequence[Event], process: Any = None, min_opens: int = 20) -> Verdict:
     """LPQ-6 Random order: with ``load_balance_hosts=random`` the first host tried varies so that
     opens spread over the hosts: the first-tried counts over at least ``min_opens`` opens pass a
     chi-square test of uniformity at alpha = 0.001 (every host first at least once)."""

@@ -19,7 +19,7 @@ class HostListSpec:
     hosts: tuple[tuple[str, int], ...]
     dbname: str
     user: str
-    password: str | None = field(default=None, repr=False)  # never printed (issue 17)
+    password: str | None = field(default=None, repr=False)  # never printed: no password in any output
     connect_timeout: float | None = None  # seconds per host (None: the driver's default)
     target_session_attrs: str = "any"
     load_balance_hosts: str = "disable"  # or "random" (PostgreSQL 16)

@@ -1,29 +1,19 @@
 """MIR-1 … MIR-13 - the SQL Server database mirroring client rules (RULEBOOK, seeds 000/001).
 
-Pure checkers ``check_mir_N(events, **params) -> Verdict``; no I/O. See ``docs/mirroring.md``.
-:mod:`~harness.rules.mirroring.model` holds the attempt model (opens, attempts, rounds, outcomes),
-:mod:`~harness.rules.mirroring.checks` the checkers. Importing the package registers the checkers
-with :mod:`harness.rules.registry`; the names below are the registry's recording wrappers (verdicts
-carry the parameters they were judged with).
+Pure checkers ``checker(events, **params) -> Verdict``, each named by what it checks and registered
+under its rule ID (``CHECKERS["MIR-7"] is check_partner_retry_delays``); no I/O. See
+``docs/mirroring.md``. :mod:`~harness.rules.mirroring.model` holds the attempt model (opens, attempts,
+rounds, outcomes), :mod:`~harness.rules.mirroring.scaffold` the shared parameters and the
+:func:`~harness.rules.mirroring.scaffold.mir_rule` decorator, and the checkers are grouped by theme:
+:mod:`~harness.rules.mirroring.partners` (MIR-1 … 4, 9, 10), :mod:`~harness.rules.mirroring.timing`
+(MIR-5 … 8, 13) and :mod:`~harness.rules.mirroring.connections` (MIR-11, 12). Importing the package
+registers the checkers with :mod:`harness.rules.registry`; the names below are the registry's
+recording wrappers (verdicts carry the parameters they were judged with).
 """
 
 from __future__ import annotations
 
-from harness.rules.mirroring.checks import (
-    check_mir_1,
-    check_mir_2,
-    check_mir_3,
-    check_mir_4,
-    check_mir_5,
-    check_mir_6,
-    check_mir_7,
-    check_mir_8,
-    check_mir_9,
-    check_mir_10,
-    check_mir_11,
-    check_mir_12,
-    check_mir_13,
-)
+from harness.rules.mirroring.connections import check_no_automatic_reconnect, check_redirect_keeps_initial_name
 from harness.rules.mirroring.model import (
     DEFAULT_DELAYS,
     DEFAULT_FAST_RESET,
@@ -40,7 +30,22 @@ from harness.rules.mirroring.model import (
     retry_delay,
     retry_time,
 )
-from harness.rules.registry import Checker, register
+from harness.rules.mirroring.partners import (
+    check_database_required,
+    check_initial_partner_first,
+    check_no_failover_partner_no_alternation,
+    check_partner_alternation,
+    check_partner_cache_update,
+    check_stale_failover_partner,
+)
+from harness.rules.mirroring.timing import (
+    check_no_timeout_no_end,
+    check_partner_retry_delays,
+    check_retry_time_schedule,
+    check_shutdown_aborts_attempts,
+    check_truncated_last_round,
+)
+from harness.rules.registry import Checker, family_checkers
 
 __all__ = [
     "CHECKERS",
@@ -56,44 +61,22 @@ __all__ = [
     "Attempt",
     "Open",
     "PartnerNames",
-    "check_mir_1",
-    "check_mir_2",
-    "check_mir_3",
-    "check_mir_4",
-    "check_mir_5",
-    "check_mir_6",
-    "check_mir_7",
-    "check_mir_8",
-    "check_mir_9",
-    "check_mir_10",
-    "check_mir_11",
-    "check_mir_12",
-    "check_mir_13",
+    "check_database_required",
+    "check_initial_partner_first",
+    "check_no_automatic_reconnect",
+    "check_no_failover_partner_no_alternation",
+    "check_no_timeout_no_end",
+    "check_partner_alternation",
+    "check_partner_cache_update",
+    "check_partner_retry_delays",
+    "check_redirect_keeps_initial_name",
+    "check_retry_time_schedule",
+    "check_shutdown_aborts_attempts",
+    "check_stale_failover_partner",
+    "check_truncated_last_round",
     "retry_delay",
     "retry_time",
 ]
 
-CHECKERS: dict[str, Checker] = {
-    "MIR-1": check_mir_1,
-    "MIR-2": check_mir_2,
-    "MIR-3": check_mir_3,
-    "MIR-4": check_mir_4,
-    "MIR-5": check_mir_5,
-    "MIR-6": check_mir_6,
-    "MIR-7": check_mir_7,
-    "MIR-8": check_mir_8,
-    "MIR-9": check_mir_9,
-    "MIR-10": check_mir_10,
-    "MIR-11": check_mir_11,
-    "MIR-12": check_mir_12,
-    "MIR-13": check_mir_13,
-}
-
-
-def _register() -> None:
-    """Register MIR-1 … MIR-13; the package's names become the recording wrappers."""
-    for rule_id, fn in list(CHECKERS.items()):
-        globals()[fn.__name__] = CHECKERS[rule_id] = register(rule_id, fn).checker
-
-
-_register()
+#: Rule ID -> the registered checker (MIR-1 … MIR-13, in RULEBOOK order).
+CHECKERS: dict[str, Checker] = family_checkers("MIR")

@@ -1,4 +1,5 @@
-"""Admin connections opened ahead of a planned switchover and used by it (issue 15, the stall):
+"""Admin connections opened ahead of a planned switchover and used by it (the switchover stall,
+docs/persistent-proxy.md):
 ``prepare_switchover`` logs in to the principal (its CHECKPOINT) and, with a hot-standby mirror,
 to the node about to be promoted, while the clients still run; the switchover's own checks - the
 old principal's streaming pre-check (DUR-1), the new principal's out-of-recovery wait and its

@@ -1,4 +1,4 @@
-"""One redaction function for every writer of the harness (issue 17: no secret in any output).
+"""One redaction function for every writer of the harness (no secret in any output).
 
 Histories on disk, Allure results and attachments, the SVG timeline, error messages and log lines
 all pass their text through :func:`redact` (or :func:`redact_data` for JSON-shaped values) before
@@ -77,7 +77,7 @@ _known_lock = threading.Lock()
 
 
 def remember(secret: str) -> None:
-    """Add ``secret`` to the values :func:`redact` removes wherever they appear (serves issue 17:
+    """Add ``secret`` to the values :func:`redact` removes wherever they appear (no secret in any output:
     the topology's test password never reaches an output, whatever the text around it). Values
     shorter than 6 characters are not remembered: they would mangle ordinary words."""
     if not isinstance(secret, str) or len(secret) < 6:
@@ -129,7 +129,7 @@ def _redact_keys(text: str) -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with every password removed (the one redaction of issue 17, used by every writer:
+    """``text`` with every password removed (the one redaction, used by every writer:
     history files, Allure results, the timeline, log lines, error messages). See the module
     docstring for what counts as a password; non-strings are returned as they are."""
     if not isinstance(text, str) or not text:
@@ -148,7 +148,7 @@ def redact(text: str) -> str:
 def redact_data(value: Any) -> Any:
     """A JSON-shaped value (dicts, lists, tuples, strings) with :func:`redact` applied to every
     string, and the value of every field named like a secret (``password``, ``pwd``, ``*_token`` …)
-    replaced by the mask - what the history store and the Allure attachments write (issue 17)."""
+    replaced by the mask - what the history store and the Allure attachments write."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
@@ -161,7 +161,7 @@ def redact_data(value: Any) -> Any:
 
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts each record's message and exception text before any handler
-    formats it (log lines of issue 17)."""
+    formats it (log lines hold no password)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Rewrite the record in place; never drops it."""
@@ -186,8 +186,8 @@ def protect_logger(logger: logging.Logger) -> logging.Logger:
 
 def write_private_file(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` readable by its owner only (mode 0600 from the first byte, then
-    renamed into place): how a password reaches another process (issue 17: a 0600 file or the
-    environment, never a command line). Returns ``path``."""
+    renamed into place): how a password reaches another process (a 0600 file or the environment,
+    never a command line). Returns ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Pre-attach during a planned switchover (issue 15 stall; RULEBOOK PER-1, PER-2).
+"""Pre-attach during a planned switchover (the switchover stall, docs/persistent-proxy.md; RULEBOOK PER-1, PER-2).
 
 Between the drain and the resume the old principal is stopped and the chosen standby promoted. When
 that standby is a hot standby (it accepts read-only logins), each kept session's next back
