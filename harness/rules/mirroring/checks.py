@@ -44,6 +44,7 @@ from harness.rules.mirroring.model import (
     end_time,
     event_ids,
     horizon,
+    lost_time,
     matches,
     ordered,
     partner_names,
@@ -654,8 +655,12 @@ def check_mir_4(call: MirCall) -> Verdict:
     )
 
 
-def _mir_5_attempt(ctx: MirContext, o: Open, a: Attempt, base: float, expected: str) -> Verdict | None:
-    """MIR-5 on one attempt: the violation it shows, if any."""
+def _mir_5_attempt(
+    ctx: MirContext, o: Open, a: Attempt, base: float, expected: str
+) -> Verdict | Literal["not judged"] | None:
+    """MIR-5 on one attempt: the violation it shows, if any; ``"not judged"`` when it is off by more
+    than ``tolerance`` but by no more than ``tolerance`` + the time the harness lost meanwhile
+    (:func:`~harness.rules.mirroring.model.lost_time`: then the harness cannot tell)."""
     tol, lt, hz = ctx.params.tolerance, ctx.params.login_timeout, ctx.horizon
     deadline = o.t0 + lt if lt is not None else math.inf
     rt = retry_time(a.round, base)
@@ -668,6 +673,13 @@ def _mir_5_attempt(ctx: MirContext, o: Open, a: Attempt, base: float, expected: 
     if allowed < rt - 1e-9:
         exp += f" (retry time {_s(rt)} cut by the login timeout)"
     timing = {"retry_time": rt, "allowed": allowed, "held": held}
+    off = abs(held - allowed) if a.outcome == "timeout" else held - allowed
+    lost = lost_time(ctx.events, a.start, a.start + held, tol) if off > tol else 0.0
+    if tol < off <= tol + lost and (a.end is not None or a.outcome == "opened"):
+        return "not judged"
+    if lost:
+        exp += f" + {_s(lost)} the harness lost meanwhile (harness.stall)"
+        tol += lost
     if a.outcome == "timeout" and abs(held - allowed) > tol:
         return ctx.verdict(
             False, expected, f"{a.label()} held {_s(held)}; {exp}", (o.invoke.index, *a.events), **timing
@@ -692,7 +704,12 @@ def check_mir_5(call: MirCall, *, retry_base: float | None = None) -> Verdict:
     the login timeout (MIR-6).
 
     ``retry_base`` replaces LT as the base of the schedule for a client with no login timeout.
-    Exercised when some attempt ran into its retry time (or a violation is seen)."""
+    Exercised when some attempt ran into its retry time (or a violation is seen).
+
+    Time the harness lost (the stall monitor's ``harness.stall`` events during the attempt, see
+    :func:`~harness.rules.mirroring.model.lost_time`) widens that attempt's tolerance by as much: an
+    attempt off by more than ``tolerance`` but no more than ``tolerance`` + lost is not judged
+    (``details["not_judged"]``; unknown if no attempt is left), one off by more is a violation."""
     params = call.params
     base = params.login_timeout if params.login_timeout is not None else retry_base
     if base is None:
@@ -701,24 +718,28 @@ def check_mir_5(call: MirCall, *, retry_base: float | None = None) -> Verdict:
     expected = (
         f"attempt in round r held at most r × 0.08 × {base:g} s (±{params.tolerance:.3f}), abandoned at that time"
     )
-    timed = []
+    timed, not_judged = [], []
     for o in ctx.usable:
         for a in o.attempts:
             violation = _mir_5_attempt(ctx, o, a, base, expected)
-            if violation is not None:
+            if isinstance(violation, Verdict):
                 return violation
-            if a.outcome == "timeout":
+            if violation == "not judged":
+                not_judged.append(a.events[0])
+            elif a.outcome == "timeout":
                 timed.append(a)
     if not timed:
-        return ctx.verdict(
-            UNKNOWN, expected, "no attempt ran into its retry time (schedule not exercised)", ctx.invokes
-        )
+        why = "no attempt ran into its retry time (schedule not exercised)"
+        if not_judged:
+            why = f"{len(not_judged)} attempt(s) off by no more than the time the harness lost meanwhile"
+        return ctx.verdict(UNKNOWN, expected, why, ctx.invokes + not_judged, not_judged=not_judged)
     last = timed[-1]
     return ctx.verdict(
         True,
         expected,
         f"{len(timed)} attempt(s) abandoned on schedule; last: {last.label()} held {_s(last.duration or 0)}",
         [i for x in timed for i in x.events],
+        not_judged=not_judged,
     )
 
 
@@ -804,7 +825,9 @@ class _Mir7Tally:
 def _mir_7_rounds(
     ctx: MirContext, o: Open, delays: tuple[float, ...], fast_reset: float, expected: str, tally: _Mir7Tally
 ) -> Verdict | None:
-    """MIR-7 on the rounds of one open: the violation they show, if any (else ``tally`` is updated)."""
+    """MIR-7 on the rounds of one open: the violation they show, if any (else ``tally`` is updated).
+    A gap off by more than ``tolerance`` but by no more than ``tolerance`` + the time the harness lost
+    meanwhile (:func:`~harness.rules.mirroring.model.lost_time`) is not judged: the harness cannot tell."""
     tol = ctx.params.tolerance
     rounds: dict[int, list[Attempt]] = {}
     for a in o.attempts:
@@ -812,7 +835,9 @@ def _mir_7_rounds(
     for r, atts in sorted(rounds.items()):
         if len(atts) == 2 and atts[0].end is not None:
             gap = atts[1].start - atts[0].end
-            if gap > tol:
+            if tol < gap <= tol + lost_time(ctx.events, atts[0].end, atts[1].start, tol):
+                tally.not_judged.append(atts[1].events[0])
+            elif gap > tol:
                 return ctx.verdict(
                     False,
                     expected,
@@ -829,8 +854,12 @@ def _mir_7_rounds(
             a.outcome in FAST_OUTCOMES or (a.outcome == "reset" and a.duration is not None and a.duration <= fast_reset)
             for a in atts
         )
+        lost = lost_time(ctx.events, atts[-1].end, nxt[0].start, tol)
         if fast:
             want = retry_delay(r, delays)
+            if tol < abs(gap - want) <= tol + lost:
+                tally.not_judged.append(atts[-1].events[0])
+                continue
             if abs(gap - want) > tol:
                 return ctx.verdict(
                     False,
@@ -843,7 +872,9 @@ def _mir_7_rounds(
             tally.delays += 1
             tally.rounds.append(r)
         elif {a.outcome for a in atts} == {"timeout"}:
-            if gap > tol:
+            if tol < gap <= tol + lost:
+                tally.not_judged.append(atts[-1].events[0])
+            elif gap > tol:
                 return ctx.verdict(
                     False, expected, f"delay after round {r} (timed out) was {_s(gap)}; expected none (≤ {tol:.3f})", ev
                 )
@@ -871,7 +902,12 @@ def check_mir_7(
     slower reset (e.g. a timeout toxic closing after 2 s) is neither fast nor a timeout; the delay
     is indexed by the round number; rounds mixing a timeout with fast
     failures (or holding an ``error``/``held`` attempt) are not judged and are listed in
-    ``details["not_judged"]``. Exercised by a fast round followed by another round."""
+    ``details["not_judged"]``. Exercised by a fast round followed by another round.
+
+    Time the harness lost during a gap (``harness.stall`` events,
+    :func:`~harness.rules.mirroring.model.lost_time`) widens that gap's tolerance by as much: a gap
+    off by more than ``tolerance`` but no more than ``tolerance`` + lost is not judged (listed in
+    ``details["not_judged"]``), one off by more is a violation."""
     schedule = tuple(float(d) for d in delays)
     if not schedule or any(d < 0 for d in schedule):
         raise ConfigError("MIR-7: delays must be a non-empty list of seconds >= 0")
