@@ -895,3 +895,20 @@ def test_mir_5_held_off_within_the_time_the_harness_lost_is_not_judged() -> None
     assert v.valid is False and "0.005 s the harness lost meanwhile" in v.observed
     v = check_mir_5(one(rt - 0.030, 0.005).events, **P, login_timeout=1.0)  # abandoned too early
     assert v.valid is False
+
+
+def test_mir_6_past_the_login_timeout_within_the_time_the_harness_lost_is_not_judged() -> None:
+    """A failed open ending 30 ms past LT (tolerance 20 ms): a violation; with a 15 ms stall
+    recorded at the login timeout, not judged (unknown); 45 ms past with the same stall: a violation."""
+    def late(by: float, stall: bool) -> Hist:
+        h, _ = timeout_schedule(1.0, t0=0.0)
+        h.events = [e for e in h.events if e.type != "op.fail"]
+        h.finish(1.0 + by, 1, "fail", error="login timeout expired")
+        if stall:
+            h.add("harness.stall", 0.995, seconds=0.015)
+        return h
+
+    assert check_mir_6(late(0.030, False).events, **P, login_timeout=1.0).valid is False
+    v = check_mir_6(late(0.030, True).events, **P, login_timeout=1.0)
+    assert v.valid == "unknown" and v.details["not_judged"] == [0], v.summary
+    assert check_mir_6(late(0.045, True).events, **P, login_timeout=1.0).valid is False

@@ -743,10 +743,15 @@ def check_mir_5(call: MirCall, *, retry_base: float | None = None) -> Verdict:
     )
 
 
-def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict | None:
-    """MIR-6 on one open: the violation it shows, if any."""
+def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict | Literal["not judged"] | None:
+    """MIR-6 on one open: the violation it shows, if any; ``"not judged"`` when it ends past the
+    login timeout by more than ``tolerance`` but by no more than ``tolerance`` + the time the
+    harness lost from the login timeout on (:func:`~harness.rules.mirroring.model.lost_time`)."""
     tol, hz = ctx.params.tolerance, ctx.horizon
     deadline = o.t0 + lt
+    last_t = max([o.end.t if o.end is not None else hz, *(end_time(a, o, hz) for a in o.attempts)])
+    if tol < last_t - deadline <= tol + lost_time(ctx.events, deadline, last_t, tol):
+        return "not judged"
     for a in o.attempts:
         opened = a.outcome == "opened" and o.end is not None
         end = o.end.t if opened and o.end is not None else end_time(a, o, hz)
@@ -768,6 +773,9 @@ def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict |
             (o.invoke.index, o.end.index),
         )
     last = o.attempts[-1] if o.failed and o.attempts else None
+    if (last is not None and last.outcome == "timeout" and last.end is not None
+            and tol < deadline - last.end <= tol + lost_time(ctx.events, last.start, deadline, tol)):
+        return "not judged"  # abandoned early by no more than the time the harness lost meanwhile
     if last is not None and last.outcome == "timeout" and last.end is not None and abs(last.end - deadline) > tol:
         return ctx.verdict(
             False,
@@ -786,22 +794,30 @@ def check_mir_6(call: MirCall) -> Verdict:
     by ``LT + tolerance``; when the last attempt of a failed open was abandoned (timeout), it was cut
     to end at the login timeout (± ``tolerance``) rather than the client giving up with time left.
 
-    Exercised by a failed open (the client ran into its login timeout)."""
+    Exercised by a failed open (the client ran into its login timeout). An open past the login
+    timeout (or a last attempt abandoned early) by more than ``tolerance`` but no more than
+    ``tolerance`` + the time the harness lost then (``harness.stall``,
+    :func:`~harness.rules.mirroring.model.lost_time`) is not judged (``details["not_judged"]``)."""
     lt = call.params.login_timeout
     assert lt is not None  # need_login_timeout
     ctx = call.context()
     expected = (
         f"no attempt past the login timeout {_s(lt)} (+{ctx.params.tolerance:.3f}); the last attempt truncated to it"
     )
-    exercised = []
+    exercised, not_judged = [], []
     for o in ctx.usable:
         violation = _mir_6_open(ctx, o, lt, expected)
-        if violation is not None:
+        if isinstance(violation, Verdict):
             return violation
-        if o.failed and o.attempts:
+        if violation == "not judged":
+            not_judged.append(o.invoke.index)
+        elif o.failed and o.attempts:
             exercised.append(o)
     if not exercised:
-        return ctx.verdict(UNKNOWN, expected, "no open ran into its login timeout (rule not exercised)", ctx.invokes)
+        why = "no open ran into its login timeout (rule not exercised)"
+        if not_judged:
+            why = f"{len(not_judged)} open(s) past the login timeout by no more than the time the harness lost then"
+        return ctx.verdict(UNKNOWN, expected, why, ctx.invokes, not_judged=not_judged)
     o = exercised[-1]
     return ctx.verdict(
         True,
@@ -809,6 +825,7 @@ def check_mir_6(call: MirCall) -> Verdict:
         f"{len(exercised)} failed open(s) stayed within the login timeout; last failed at "
         f"+{_s(o.rel(o.end.t))} after {len(o.attempts)} attempt(s)",
         [i for x in exercised for i in (x.invoke.index, x.end.index, *(x.attempts[-1].events if x.attempts else ()))],
+        not_judged=not_judged,
     )
 
 
