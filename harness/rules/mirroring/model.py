@@ -178,7 +178,7 @@ def horizon(events: Iterable[Event]) -> float:
 
 
 def lost_time(events: Iterable[Event], t0: float, t1: float, tolerance: float) -> float:
-    """MIR-5, MIR-7: seconds the harness demonstrably lost around a measured interval ``t0 … t1`` -
+    """MIR-5, MIR-6, MIR-7: seconds the harness demonstrably lost around a measured interval ``t0 … t1`` -
     the sum of the ``harness.stall`` events (the stall monitor's wake-ups that late: it was not
     scheduled from ``t`` to ``t + seconds``, and neither, then, was the fault proxy that stamps
     ``conn.*`` nor the client whose timing is measured) whose stalled span meets ``[t0 - tolerance,
