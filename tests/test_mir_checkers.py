@@ -776,3 +776,139 @@ def test_a_long_lived_opened_connection_is_not_a_long_attempt() -> None:
     for check in (check_retry_time_schedule, check_truncated_last_round):
         assert check(h.events, **P, login_timeout=1.0).valid is not False
     assert check_retry_time_schedule(h.events, **P, login_timeout=1.0).valid is True
+
+
+# ------------------------------------------------------------ time the harness lost (harness.stall)
+# Dyadic times (exact in binary floating point) so the boundaries are judged on equal values.
+_D = (0.125, 0.25, 0.5, 0.75, 1.0)  # MIR-7 delays (parameter), dyadic
+_T = 2.0 ** -5  # tolerance 31.25 ms
+_S = 2.0 ** -6  # one recorded stall of 15.625 ms
+_A = 2.0 ** -7  # a fast attempt's duration
+
+
+def _delayed_rounds(extra: float, stall_at: float | None = None, stall: float = _S) -> tuple[Hist, float]:
+    """Two inactive partners; the delay after round 1 is ``extra`` s longer than the schedule, the
+    one after round 2 on time; round 3's initial attempt opens. ``stall_at``: a ``harness.stall``
+    event (due at ``stall_at`` + the end of round 1, ``stall`` s late). Returns the end of round 1."""
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, _A, by="upstream", down=90)
+    h.conn(B, _A, 2 * _A, by="upstream", down=90)
+    end1 = 2 * _A
+    t = end1 + _D[0] + extra
+    h.conn(A, t, t + _A, by="upstream", down=90)
+    h.conn(B, t + _A, t + 2 * _A, by="upstream", down=90)
+    t += 2 * _A + _D[1]
+    h.conn(A, t, None)
+    h.finish(t + _A, op, "ok")
+    if stall_at is not None:
+        h.add("harness.stall", end1 + stall_at, seconds=stall)
+    return h, end1
+
+
+def test_mir_7_delay_late_within_the_time_the_harness_lost_is_not_judged() -> None:
+    """A delay late by tolerance + a recorded stall overlapping it is not judged (the harness cannot
+    tell); the rest of the history still decides (round 2 kept)."""
+    h, _ = _delayed_rounds(_T + _S)
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid is False and "delay after round 1" in v.observed  # no stall recorded: a violation
+
+    h, _ = _delayed_rounds(_T + _S, stall_at=0.05)
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid is True, v.summary
+    assert v.details["delayed_rounds"] == [2] and v.details["not_judged"] == [3]
+
+
+def test_mir_7_client_later_than_tolerance_plus_lost_time_still_violates() -> None:
+    """Late by 1/128 s more than tolerance + the recorded stall: a violation, naming the lost time."""
+    h, _ = _delayed_rounds(_T + _S + _A, stall_at=0.05)
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid is False and "delay after round 1" in v.observed
+    assert "expected 0.125 s ±0.031" in v.observed
+
+    h, _ = _delayed_rounds(-(_T + _S + _A), stall_at=0.05)  # early by as much: a violation too
+    assert check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T).valid is False
+
+
+def test_mir_7_lost_time_boundaries_on_equal_timestamps() -> None:
+    """Off by exactly tolerance + lost: not judged (≤). A stall whose late span ends exactly at the
+    interval's start - tolerance counts; one ending 1/128 s before does not."""
+    h, _ = _delayed_rounds(_T + _S, stall_at=-_T - _S)  # span [end1 - T - S, end1 - T]: touches
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid is True and v.details["not_judged"] == [3], v.summary
+
+    h, _ = _delayed_rounds(_T + _S, stall_at=-_T - _S - _A)  # ends 1/128 s before: not counted
+    assert check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T).valid is False
+
+    h, _ = _delayed_rounds(_T, stall_at=None)  # off by exactly the tolerance: kept
+    assert check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T).valid is True
+
+
+def test_mir_7_only_unjudgeable_delays_is_unknown_never_kept() -> None:
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, _A, by="upstream", down=90)
+    h.conn(B, _A, 2 * _A, by="upstream", down=90)
+    t = 2 * _A + _D[0] + _T + _S
+    h.conn(A, t, None)
+    h.finish(t + _A, op, "ok")
+    h.add("harness.stall", 0.05, seconds=_S)
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid == "unknown" and v.details["not_judged"], v.summary
+
+
+def test_mir_7_gap_inside_a_round_within_lost_time_is_not_judged() -> None:
+    h = Hist()
+    op = h.invoke(0.0)
+    h.conn(A, 0.0, _A, by="upstream", down=90)
+    end1 = _A + _T + _S + _A  # the failover attempt came tolerance + 1/64 s after the initial one
+    h.conn(B, _A + _T + _S, end1, by="upstream", down=90)
+    h.conn(A, end1 + _D[0], None)
+    h.finish(end1 + _D[0] + _A, op, "ok")
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid is False and "expected no delay inside a round" in v.observed
+    h.add("harness.stall", 0.01, seconds=_S)
+    v = check_partner_retry_delays(h.events, **P, delays=_D, tolerance=_T)
+    assert v.valid is True and v.details["not_judged"] == [3] and v.details["delayed_rounds"] == [1], v.summary
+
+
+def test_mir_5_held_off_within_the_time_the_harness_lost_is_not_judged() -> None:
+    """MIR-5 on a black-holed attempt held 30 ms too long (tolerance 20 ms): a violation; with a
+    15 ms stall recorded during it, not judged (unknown: it was the only timed-out attempt); with a
+    5 ms stall, still a violation that names the lost time."""
+    def one(held: float, stall: float | None) -> Hist:
+        h = Hist()
+        op = h.invoke(0.0)
+        h.conn(A, 0.0, held, by="client")
+        h.conn(B, held, None)
+        h.finish(held + 0.01, op, "ok")
+        if stall is not None:
+            h.add("harness.stall", 0.04, seconds=stall)
+        return h
+
+    rt = retry_time(1, 1.0)
+    assert check_retry_time_schedule(one(rt, None).events, **P, login_timeout=1.0).valid is True
+    assert check_retry_time_schedule(one(rt + 0.030, None).events, **P, login_timeout=1.0).valid is False
+    v = check_retry_time_schedule(one(rt + 0.030, 0.015).events, **P, login_timeout=1.0)
+    assert v.valid == "unknown" and v.details["not_judged"] == [1], v.summary
+    v = check_retry_time_schedule(one(rt + 0.030, 0.005).events, **P, login_timeout=1.0)
+    assert v.valid is False and "0.005 s the harness lost meanwhile" in v.observed
+    v = check_retry_time_schedule(one(rt - 0.030, 0.005).events, **P, login_timeout=1.0)  # abandoned too early
+    assert v.valid is False
+
+
+def test_mir_6_past_the_login_timeout_within_the_time_the_harness_lost_is_not_judged() -> None:
+    """A failed open ending 30 ms past LT (tolerance 20 ms): a violation; with a 15 ms stall
+    recorded at the login timeout, not judged (unknown); 45 ms past with the same stall: a violation."""
+    def late(by: float, stall: bool) -> Hist:
+        h, _ = timeout_schedule(1.0, t0=0.0)
+        h.events = [e for e in h.events if e.type != "op.fail"]
+        h.finish(1.0 + by, 1, "fail", error="login timeout expired")
+        if stall:
+            h.add("harness.stall", 0.995, seconds=0.015)
+        return h
+
+    assert check_truncated_last_round(late(0.030, False).events, **P, login_timeout=1.0).valid is False
+    v = check_truncated_last_round(late(0.030, True).events, **P, login_timeout=1.0)
+    assert v.valid == "unknown" and v.details["not_judged"] == [0], v.summary
+    assert check_truncated_last_round(late(0.045, True).events, **P, login_timeout=1.0).valid is False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.toxiproxy.logstream import LogEventDeriver
+from harness.toxiproxy.logstream import UPSTREAM_GRACE, LogEventDeriver
 from harness.toxiproxy.spawned import sent_bytes
 
 COMMON = {"name": "pg", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:6000"}
@@ -76,6 +76,7 @@ def test_who_closed_follows_the_read_errors() -> None:
         out = []
         for k, text in enumerate(lines):
             out += d.feed(text, t0 + 1 + k)
+        out += d.flush(t0 + 1 + len(lines) + UPSTREAM_GRACE)  # no upstream line came within the grace
         assert [e.type for e in out] == ["conn.closed"], (i, out)
         closed = out[0]
         assert closed.fields["by"] == by, (i, closed)
@@ -141,3 +142,32 @@ def test_sent_bytes_from_prometheus_text() -> None:
         'toxiproxy_proxy_received_bytes_total{direction="upstream",listener="x",proxy="pg",upstream="y"} 99'])
     assert sent_bytes(text, "pg") == {"downstream": 1_200_008, "upstream": 2}
     assert sent_bytes(text, "none") == {}
+
+
+def test_upstream_side_logged_after_both_removals_still_decides_who_closed() -> None:
+    """A timeout toxic or a disable closes both sides; the goroutine reading the upstream may log
+    its read error after the other link's removal. The close waits up to UPSTREAM_GRACE for it:
+    ``proxy`` when it comes, ``upstream`` (the server ended first) when it does not; the late line
+    is not left over for the next connection of the proxy."""
+    d = LogEventDeriver()
+    open_conn(d, "c", 1.0)
+    assert d.feed(read_error("c", "client"), 2.0) == []
+    assert d.feed(removed("c", "downstream"), 2.0) == []
+    assert d.feed(removed("c", "upstream"), 2.001) == []  # both links gone, the upstream side unknown
+    out = d.feed(read_error("c", "upstream"), 2.01)
+    assert [(e.type, e.fields["by"], e.t) for e in out] == [("conn.closed", "proxy", 2.0)]
+
+    open_conn(d, "e", 3.0)  # the next connection is not charged with a stray upstream error
+    d.feed(read_error("e", "client"), 4.0)
+    d.feed(removed("e", "downstream"), 4.0)
+    assert d.feed(removed("e", "upstream"), 4.0) == []
+    assert d.flush(4.0 + UPSTREAM_GRACE / 2) == []  # still within the grace
+    out = d.feed(line("Accepted client", client="f"), 4.0 + UPSTREAM_GRACE)  # any later line ends the wait
+    assert [(e.type, e.fields.get("by"), e.t) for e in out][:1] == [("conn.closed", "upstream", 4.0)]
+    assert [e.type for e in out] == ["conn.closed", "conn.accepted"]
+    assert [e.seq for e in out] == sorted(e.seq for e in out)
+    open_conn(d, "g", 5.0)
+    d.feed(read_error("g", "client"), 6.0)
+    d.feed(removed("g", "downstream"), 6.0)
+    d.feed(removed("g", "upstream"), 6.0)
+    assert [e.fields["by"] for e in d.flush(grace=0)] == ["upstream"]  # a barrier: at once

@@ -122,13 +122,19 @@ class LogEventPipe:
 
     def _derive(self) -> None:
         while True:
-            item = self._lines.get()
+            try:
+                item = self._lines.get(timeout=0.02)
+            except queue.Empty:  # no line: closes whose wait for their upstream side is over
+                self._publish(self.deriver.flush(time.monotonic()))
+                continue
             if item is None:
+                self._publish(self.deriver.flush(grace=0))
                 return
             t, line = item
             self.tail.append(line.rstrip())
             del self.tail[:-200]
             if SETTLE_AGENT in line:
+                self._publish(self.deriver.flush(t, grace=0))  # everything logged before the barrier
                 self._reached(line)
                 continue
             if PROBE_AGENT in line:
@@ -138,8 +144,11 @@ class LogEventPipe:
                 events = self.deriver.feed(line, t)
             except Exception:  # noqa: BLE001 - an unexpected line must not stop the events
                 continue
-            for event in events:
-                self._log.publish(event)
+            self._publish(events)
+
+    def _publish(self, events: list[ConnEvent]) -> None:
+        for event in events:
+            self._log.publish(event)
 
     def _reached(self, line: str) -> None:
         with contextlib.suppress(ValueError, AttributeError):

@@ -27,6 +27,11 @@ _REMOVE_RE = re.compile(r"RemoveConnection (\S+?)(upstream|downstream) from Prox
 # failed; B is the peer it was reading from (the client, or the upstream server).
 _READ_ERROR_RE = re.compile(r"read tcp (\S+)->(\S+): (.*)$")
 
+#: Seconds (receipt time) a close that may still learn its upstream side waits for that line: the
+#: server's goroutine that reads the upstream may log its "Source terminated" after the other link's
+#: "RemoveConnection" (both follow the proxy closing the sockets; nothing orders them).
+UPSTREAM_GRACE = 0.1
+
 #: ``counters(proxy)`` -> bytes the server has *delivered* so far per direction
 #: (``{"upstream": n, "downstream": m}``, Toxiproxy's ``sent_bytes_total``), or None if unknown.
 Counters = Callable[[str], dict[str, int] | None]
@@ -76,6 +81,7 @@ class LogEventDeriver:
         self._seen: dict[str, dict[str, int]] = {}  # proxy -> counters at the last close
         self._ended_since: dict[str, set[int]] = {}  # proxy -> conn ids with a removed link since
         self._mixed: set[int] = set()  # conn ids whose bytes were partly counted in another's change
+        self._closing: list[tuple[float, _Conn]] = []  # (completed at, conn): waiting for its upstream side
 
     def _event(self, t: float, type_: str, **fields: Any) -> ConnEvent:
         event = ConnEvent(self._seq, t, type_, fields)
@@ -89,8 +95,24 @@ class LogEventDeriver:
         return self._listen_of(proxy) or configured
 
     def feed(self, line: str, t: float | None = None) -> list[ConnEvent]:
-        """Parse one log line received at monotonic time ``t`` (default: now); return new events."""
+        """Parse one log line received at monotonic time ``t`` (default: now); return new events
+        (first the closes whose wait for their upstream side is over, :meth:`flush`)."""
         t = time.monotonic() if t is None else t
+        return self.flush(t) + self._feed(line, t)
+
+    def flush(self, now: float | None = None, grace: float = UPSTREAM_GRACE) -> list[ConnEvent]:
+        """The ``conn.closed`` of the connections whose links were both removed with only the client
+        side known to be closed by the proxy, once ``grace`` s (receipt time) passed without the
+        upstream side's read error (then the upstream ended first: ``by=upstream``); ``grace=0``:
+        all of them now (a settle barrier, the end of the log)."""
+        now = time.monotonic() if now is None else now
+        ready = [c for at, c in self._closing if at + grace <= now]
+        if not ready:
+            return []
+        self._closing = [(at, c) for at, c in self._closing if at + grace > now]
+        return [self._close_event(c) for c in ready]
+
+    def _feed(self, line: str, t: float) -> list[ConnEvent]:
         try:
             rec = json.loads(line)
         except ValueError:
@@ -111,8 +133,7 @@ class LogEventDeriver:
                                     upstream=conn.upstream)]
             return []
         if msg == "Source terminated":
-            self._read_error(rec, proxy, t)
-            return []
+            return self._read_error(rec, proxy, t)
         m = _REMOVE_RE.search(msg)
         if m:
             return self._removed(m.group(3), m.group(1), m.group(2), t)
@@ -141,23 +162,30 @@ class LogEventDeriver:
                 self._event(t, "conn.closed", proxy=proxy, conn_id=conn.conn_id, by="upstream",
                             reason="upstream connect failed", bytes_up=0, bytes_down=0)]
 
-    def _read_error(self, rec: dict[str, Any], proxy: str, t: float) -> None:
+    def _read_error(self, rec: dict[str, Any], proxy: str, t: float) -> list[ConnEvent]:
         m = _READ_ERROR_RE.search(str(rec.get("error", "")))
         if not m:
-            return
+            return []
         peer, detail = m.group(2), m.group(3)
         kind = "closed" if "use of closed network connection" in detail else "reset"
         conn = self._open.get((proxy, peer))
         if conn is not None:  # the link reading from the client
             self._note_error(conn, "client", kind, t)
-            return
-        # the link reading from the upstream: the log does not say which connection's
+            return []
+        # the link reading from the upstream: the log does not say which connection's - a close of
+        # this proxy still waiting for its upstream side first (the line came after both removals)
+        waiting = next((c for _, c in self._closing if c.proxy == proxy), None)
+        if waiting is not None:
+            waiting.read_errors["upstream"] = kind
+            self._closing = [(at, c) for at, c in self._closing if c is not waiting]
+            return [self._close_event(waiting)]
         candidates = [c for c in self._open.values() if c.proxy == proxy and "upstream" not in c.read_errors]
         ending = [c for c in candidates if c.ended_at is not None]
         if len(candidates) == 1 or len(ending) == 1:
             self._note_error((ending or candidates)[0], "upstream", kind, t)
         else:  # placed on the next connection of this proxy that starts ending
             self._stray.setdefault(proxy, []).append(kind)
+        return []
 
     def _note_error(self, conn: _Conn, side: str, kind: str, t: float) -> None:
         conn.read_errors.setdefault(side, kind)
@@ -180,10 +208,20 @@ class LogEventDeriver:
         if len(conn.removed) < 2:
             return []
         del self._open[(proxy, client)]
+        if conn.read_errors.get("client") == "closed" and "upstream" not in conn.read_errors:
+            # the proxy closed the client side: after the upstream ended (no upstream line will
+            # come) or closing both sides (a toxic, a disable: its upstream line may still come)
+            self._closing.append((t, conn))
+            return []
+        return [self._close_event(conn)]
+
+    def _close_event(self, conn: _Conn) -> ConnEvent:
+        """The ``conn.closed`` of a connection whose both links were removed."""
         by, reason = self._closed_by(conn)
         up, down = self._bytes(conn)
-        return [self._event(conn.ended_at, "conn.closed", proxy=proxy, conn_id=conn.conn_id, by=by,
-                            reason=f"{reason} (from server log)", bytes_up=up, bytes_down=down)]
+        assert conn.ended_at is not None
+        return self._event(conn.ended_at, "conn.closed", proxy=conn.proxy, conn_id=conn.conn_id, by=by,
+                           reason=f"{reason} (from server log)", bytes_up=up, bytes_down=down)
 
     @staticmethod
     def _closed_by(conn: _Conn) -> tuple[str, str]:

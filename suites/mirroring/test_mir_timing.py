@@ -8,7 +8,7 @@ rounds are those of the 15 s table scaled by 1/15. The exact 15 s table is check
 ``test_mir_default_login_timeout.py`` (slow).
 
 Each timing scenario runs under a machine-stall monitor: a try that violates a timing rule
-while the shared machine demonstrably stalled (a 5 ms sleep woke > 15 ms late) is recorded and run
+while the shared machine demonstrably stalled (a 5 ms sleep woke > 10 ms late) is recorded and run
 again with a fresh client, at most three tries (``harness.workload.mirroring.judge_with_stall_retry``)."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import pytest
 
 from harness import UNKNOWN, Check, Faults, Group, History, Verdict
 from harness.clients.persistent import open_client
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 from harness.rules.persistent import check_endpoint_support, check_keepalive_on_switchover, check_readonly_node_removal
 from harness.workload.oltp import OltpConfig, OltpWorkload, TrackedSession
 
@@ -61,22 +61,35 @@ class _Reader:
     """One read-only session asking ``SELECT inet_server_port()`` in a loop until stopped; it does not
     reconnect, so a closed front connection shows as ``conn_lost``."""
 
-    def __init__(self, dsn: str, history: History, process: str, quiet: threading.Event) -> None:
+    def __init__(self, dsn: str, history: History, process: str, pause: threading.Event) -> None:
         history.record("session.endpoint", process=process, endpoint="custom-active")
         self.session = TrackedSession(dsn, history, process, reconnect=False, op_timeout=15)
         self.stop = threading.Event()
-        self.quiet = quiet  # set around a removal: read seldom, so that the sessions are idle then
+        self.pause = pause  # set around a removal: no query is sent while it is set
+        self.idle = threading.Event()  # set while paused with no query in flight
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.ports: list[int] = []
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            ok, value = self.session.execute("ro_read", "SELECT inet_server_port()")
-            if ok and isinstance(value, int):
-                self.ports.append(value)
-            if not ok and not self.session.connected:
-                return
-            self.stop.wait(0.25 if self.quiet.is_set() else 0.02)
+        try:
+            while not self.stop.is_set():
+                if self.pause.is_set():
+                    self.idle.set()
+                    self.stop.wait(0.005)
+                    continue
+                self.idle.clear()
+                ok, value = self.session.execute("ro_read", "SELECT inet_server_port()")
+                if ok and isinstance(value, int):
+                    self.ports.append(value)
+                if not ok and not self.session.connected:
+                    return
+                self.stop.wait(0.02)
+        finally:
+            self.idle.set()  # a reader that ended has nothing in flight either
+
+    def quiet(self) -> bool:
+        """Paused with nothing in flight (or ended)."""
+        return self.idle.is_set() and self.pause.is_set()
 
     def start(self) -> _Reader:
         self.session.connect()
@@ -94,14 +107,28 @@ def _ports(group: Group, history: History) -> None:
     history.record("node.ports", ports={n.name: n.server_address[1] for n in group.nodes})
 
 
-_QUIET = threading.Event()
+_PAUSE = threading.Event()
 
 
 def _readers(client: Any, history: History, prefix: str, n: int) -> list[_Reader]:
     if not client.readonly:
         return []
-    return [_Reader(client.endpoint_dsn("custom-active"), history, f"{prefix}-{i + 1}", _QUIET).start()
+    return [_Reader(client.endpoint_dsn("custom-active"), history, f"{prefix}-{i + 1}", _PAUSE).start()
             for i in range(n)]
+
+
+def _pause_readers(readers: list[_Reader], timeout: float = 15.0) -> None:
+    """Pause the read-only sessions and wait until none has a query in flight (the observable
+    precondition of PER-10: sessions idle on the node when its removal starts). A reader still busy
+    after ``timeout`` is a harness error (its query hangs), not a verdict."""
+    _PAUSE.set()
+    deadline = time.monotonic() + timeout
+    while not all(r.quiet() for r in readers):
+        if time.monotonic() > deadline:
+            busy = [r.session.process for r in readers if not r.quiet()]
+            raise HarnessError(f"read-only sessions {busy} still had a query in flight {timeout:g} s after "
+                               "the pause: the removal's precondition (idle sessions, PER-10) was not reached")
+        time.sleep(0.005)
 
 
 @pytest.mark.rule("PER-1")
@@ -157,15 +184,16 @@ def test_per1_per9_connections_kept_across_node_add_and_remove(group: Group, fau
             _ports(group, history)
             readers += _readers(node_client, history, "ro-new", 4)  # least-loaded: 2 of them on the new node
             time.sleep(0.8)
-            # PER-10 judges sessions idle at the removal and used again after it: the readers slow
-            # down first (a reader in flight at that instant is PER-9's, not PER-10's)
-            _QUIET.set()
-            time.sleep(0.3)
+            # PER-10 judges sessions idle at the removal and used again after it: the readers pause
+            # and the removal starts once none has a query in flight (a reader in flight at that
+            # instant is PER-9's, not PER-10's); they read again once it is over
+            _pause_readers(readers)
             faults.remove_node(added)
+            _PAUSE.clear()
             readers += _readers(node_client, history, "ro-late", 1)
             time.sleep(1.0)
     finally:
-        _QUIET.clear()
+        _PAUSE.clear()
         for r in readers:
             r.close()
     assert added not in [n.name for n in group.nodes]

@@ -75,25 +75,40 @@ def test_lifecycle_fields_order_and_times(toxi, echo) -> None:
     assert all(name.startswith(prefix) for name in got.threads)
 
 
+def _closed_of(toxi, got: Collector, proxy: str, timeout: float = 15.0) -> dict:
+    """The one ``conn.closed`` of ``proxy``, waited for on the event path itself: every look first
+    settles it (a spawned real server's events trail its log by the deriving thread and its
+    ``/metrics`` look-ups; ``settle()`` returns once every line the server wrote before it is
+    published), so a slow path under load is waited for, not raced."""
+    def seen() -> list:
+        toxi.handle.settle(5.0)
+        return [e for e in got.of("conn.closed") if e.fields["proxy"] == proxy]
+
+    assert wait_until(lambda: bool(seen()), timeout=timeout), f"no conn.closed of {proxy}: {got.events}"
+    found = seen()
+    assert len(found) == 1, found
+    return found[0].fields
+
+
 def test_close_by_upstream_proxy_and_toxic(toxi, echo, make_server) -> None:
     """Who closed: the server (``upstream``), a disable (``proxy``), a timeout toxic (``toxic`` on
     the embedded server; a spawned real server's log shows the proxy closing both sides: ``proxy``),
-    with the bytes delivered each way."""
+    with the bytes delivered each way. Each close is awaited where the client sees it (EOF), then on
+    the event path (:func:`_closed_of`)."""
     got = Collector()
     toxi.handle.subscribe(got)
     closer = make_server(sender_handler(b"x"))
     p1 = toxi.proxy(closer.address, base="up")
     with connect(p1.listen_port) as s:
         recv_exactly(s, 1)
-        assert wait_until(lambda: len(got.of("conn.closed")) == 1)
-    assert got.of("conn.closed")[0].fields["by"] == "upstream"
+        assert s.recv(1) == b""  # the proxy closed the client side after the server closed
+        assert _closed_of(toxi, got, p1.name)["by"] == "upstream"
 
     p2 = toxi.proxy(echo.address, base="dis")
     with connect(p2.listen_port) as s:
         round_trip(s)
         toxi.client.disable_proxy(p2.name)
-        assert wait_until(lambda: len(got.of("conn.closed")) == 2)
-    closed = got.of("conn.closed")[1].fields
+        closed = _closed_of(toxi, got, p2.name)
     assert closed["by"] == "proxy"
     assert closed["reason"] == "proxy disabled" if toxi.kind == "embedded" else "from server log" in closed["reason"]
 
@@ -101,8 +116,8 @@ def test_close_by_upstream_proxy_and_toxic(toxi, echo, make_server) -> None:
     toxi.client.add_toxic(p3.name, "timeout", attributes={"timeout": 50})
     with connect(p3.listen_port) as s:
         s.sendall(b"lost")
-        assert wait_until(lambda: len(got.of("conn.closed")) == 3)
-    closed = got.of("conn.closed")[2].fields
+        assert s.recv(1) == b""  # the toxic closed the connection
+        closed = _closed_of(toxi, got, p3.name)
     if toxi.kind == "embedded":
         assert (closed["by"], closed["reason"]) == ("toxic", "timeout toxic")
     else:

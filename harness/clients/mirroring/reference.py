@@ -26,7 +26,10 @@ How one open works (``open(spec)``):
   MIR-12: a connection presents the initial partner's name.
 
 Attempt timing is exact to the scheduler's resolution: each attempt is libpq's non-blocking connect
-(``PGconn.connect_start`` / ``connect_poll``) driven by ``select`` with the attempt's own deadline;
+(``PGconn.connect_start`` / ``connect_poll``) driven by ``select`` with the attempt's own deadline,
+counted from the moment the connect is issued (the address is looked up once per open, before any
+attempt's clock starts: MIR-5 times an attempt from its accept at the fault proxy); a MIR-7 delay
+runs from the end of the round's last attempt, so the bookkeeping after it does not lengthen it;
 at the deadline the client calls ``PGconn.finish()``, which closes the socket at once (the tests
 measure it from the server side). The login is followed by ``SELECT pg_is_in_recovery(),
 current_setting('mirroring.partner', true)`` under the same deadline: a server in recovery (a
@@ -304,10 +307,9 @@ class ReferenceMirroringClient:
         poller.register(self._rfd, select.POLLIN)
         return bool(poller.poll(0))
 
-    def _sleep(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        if self._poll(None, 0, time.monotonic() + seconds) == "aborted":
+    def _sleep_until(self, deadline: float) -> None:
+        """Sleep until monotonic ``deadline`` (an abort ends it: :class:`_Aborted`)."""
+        if self._poll(None, 0, deadline) == "aborted":
             raise _Aborted
 
     def _open(self, spec: ConnectionSpec, op: int) -> ReferenceConnection:
@@ -320,6 +322,7 @@ class ReferenceMirroringClient:
         attempts: list[AttemptRecord] = []
         k = 0
         round_outcomes: list[str] = []
+        conninfos: dict[Address, str] = {}  # looked up once per open, before any retry-time clock
         try:
             while True:
                 k += 1
@@ -335,16 +338,23 @@ class ReferenceMirroringClient:
                     target = "initial" if k % 2 else "failover"
                     addr = spec.initial if k % 2 else failover
                     rt = rnd * RETRY_FRACTION * base
-                now = time.monotonic()
-                att_deadline = min(now + rt, deadline)
-                if att_deadline <= now:
+                # MIR-5: the retry time covers the TCP connect and the login, so its clock starts
+                # when the connect is issued - the address lookup and the bookkeeping come first
+                # (an attempt is observed from its accept at the fault proxy).
+                if addr not in conninfos:
+                    conninfos[addr] = self._conninfo(addr, spec)
+                conninfo = conninfos[addr]
+                if time.monotonic() >= deadline:
                     raise ConnectionOpenError(
                         f"login timeout {lt:g} s expired" if lt else "login timeout expired",
                         reason="timeout", attempts=attempts)
                 self.recorder.record("attempt.start", op_id=op, attempt=k, target=target,
                                      address=addr.hostport,
-                                     retry_time=None if math.isinf(rt) else round(att_deadline - now, 6))
-                res = self._attempt(addr, spec, att_deadline)
+                                     retry_time=None if math.isinf(rt)
+                                     else round(min(rt, deadline - time.monotonic()), 6))
+                now = time.monotonic()
+                att_deadline = min(now + rt, deadline)
+                res = self._attempt(conninfo, addr, att_deadline)
                 end = time.monotonic()
                 self.recorder.record("attempt.end", op_id=op, attempt=k, target=target,
                                      address=addr.hostport, outcome=res.outcome, error=res.error,
@@ -364,12 +374,14 @@ class ReferenceMirroringClient:
                 round_outcomes.append("fast" if fast else res.outcome)
                 if k % 2 == 0:
                     if all(o == "fast" for o in round_outcomes):  # MIR-7
+                        # MIR-7: the delay runs from the end of the round (this attempt's end),
+                        # not from after the bookkeeping below
                         delay = self.delays[min(k // 2, len(self.delays)) - 1]
-                        wait = min(delay, deadline - time.monotonic())
-                        if wait > 0:
-                            self.recorder.record("attempt.delay", op_id=op, seconds=round(wait, 6),
+                        resume = min(end + delay, deadline)
+                        if resume > time.monotonic():
+                            self.recorder.record("attempt.delay", op_id=op, seconds=round(resume - end, 6),
                                                  round=k // 2)
-                            self._sleep(wait)
+                            self._sleep_until(resume)
                     round_outcomes = []
                 if time.monotonic() >= deadline:
                     raise ConnectionOpenError(f"login timeout {lt:g} s expired", reason="timeout",
@@ -423,20 +435,21 @@ class ReferenceMirroringClient:
         """Wait for the socket; returns ``timeout`` / ``aborted`` or None when ready."""
         return self._poll(sock, select.POLLOUT if write else select.POLLIN, deadline)
 
-    def _attempt(self, addr: Address, spec: ConnectionSpec, deadline: float) -> _Outcome:
-        """One attempt: TCP connect + login + recovery check, all before ``deadline``. The result
-        carries the socket's local ``host:port`` when known (the fault proxy sees it as ``client``)."""
+    def _attempt(self, conninfo: str, addr: Address, deadline: float) -> _Outcome:
+        """One attempt to ``addr`` (its ``conninfo``, already looked up): TCP connect + login +
+        recovery check, all before ``deadline``. The result carries the socket's local
+        ``host:port`` when known (the fault proxy sees it as ``client``)."""
         box: dict[str, str] = {}
-        result = self._attempt_inner(addr, spec, deadline, box)
+        result = self._attempt_inner(conninfo, addr, deadline, box)
         result.local = box.get("local")
         return result
 
-    def _attempt_inner(self, addr: Address, spec: ConnectionSpec, deadline: float,
+    def _attempt_inner(self, conninfo: str, addr: Address, deadline: float,
                        box: dict[str, str]) -> _Outcome:
         if self._aborted():
             return _Outcome("aborted", "open aborted")
         try:
-            pgconn = pq.PGconn.connect_start(self._conninfo(addr, spec).encode())
+            pgconn = pq.PGconn.connect_start(conninfo.encode())
         except Exception as exc:  # noqa: BLE001 - libpq refused the parameters
             return _Outcome("error", str(exc))
         try:

@@ -177,6 +177,21 @@ def horizon(events: Iterable[Event]) -> float:
     return max((e.t for e in events), default=0.0)
 
 
+def lost_time(events: Iterable[Event], t0: float, t1: float, tolerance: float) -> float:
+    """MIR-5, MIR-6, MIR-7: seconds the harness demonstrably lost around a measured interval ``t0 … t1`` -
+    the sum of the ``harness.stall`` events (the stall monitor's wake-ups that late: it was not
+    scheduled from ``t`` to ``t + seconds``, and neither, then, was the fault proxy that stamps
+    ``conn.*`` nor the client whose timing is measured) whose stalled span meets ``[t0 - tolerance,
+    t1]`` (a stall just before ``t0`` delays the stamp of ``t0``). 0 when none was recorded."""
+    lost = 0.0
+    for e in events:
+        if e.type == "harness.stall":
+            late = float(e.get("seconds") or 0.0)
+            if e.t <= t1 and e.t + late >= t0 - tolerance:
+                lost += late
+    return lost
+
+
 def principal_at(events: Iterable[Event], t: float) -> str | None:
     """The node the history names as principal at ``t`` (MIR-4, MIR-10): the last ``topology.up``
     role list, ``node.start`` with ``role="principal"`` or ``role.change`` to ``principal`` before it."""

@@ -19,6 +19,7 @@ from harness.rules.mirroring.model import (
     Attempt,
     Open,
     end_time,
+    lost_time,
     matches,
     retry_delay,
     retry_time,
@@ -34,8 +35,12 @@ from harness.rules.mirroring.scaffold import (
 from harness.rules.verdict import UNKNOWN, Verdict
 
 
-def _mir_5_attempt(ctx: MirContext, o: Open, a: Attempt, base: float, expected: str) -> Verdict | None:
-    """MIR-5 on one attempt: the violation it shows, if any."""
+def _mir_5_attempt(
+    ctx: MirContext, o: Open, a: Attempt, base: float, expected: str
+) -> Verdict | Literal["not judged"] | None:
+    """MIR-5 on one attempt: the violation it shows, if any; ``"not judged"`` when it is off by more
+    than ``tolerance`` but by no more than ``tolerance`` + the time the harness lost meanwhile
+    (:func:`~harness.rules.mirroring.model.lost_time`: then the harness cannot tell)."""
     tol, lt, hz = ctx.params.tolerance, ctx.params.login_timeout, ctx.horizon
     deadline = o.t0 + lt if lt is not None else math.inf
     rt = retry_time(a.round, base)
@@ -50,6 +55,13 @@ def _mir_5_attempt(ctx: MirContext, o: Open, a: Attempt, base: float, expected: 
     if allowed < rt - 1e-9:
         exp += f" (retry time {seconds(rt)} cut by the login timeout)"
     timing = {"retry_time": rt, "allowed": allowed, "held": held}
+    off = abs(held - allowed) if a.outcome == "timeout" else held - allowed
+    lost = lost_time(ctx.events, a.start, a.start + held, tol) if off > tol else 0.0
+    if tol < off <= tol + lost and (a.end is not None or a.outcome == "opened"):
+        return "not judged"
+    if lost:
+        exp += f" + {seconds(lost)} the harness lost meanwhile (harness.stall)"
+        tol += lost
     if a.outcome == "timeout" and abs(held - allowed) > tol:
         return ctx.verdict(
             False, expected, f"{a.label()} held {seconds(held)}; {exp}", (o.invoke.index, *a.events), **timing
@@ -73,7 +85,12 @@ def check_retry_time_schedule(call: MirCall, *, retry_base: float | None = None)
     the login timeout (MIR-6).
 
     ``retry_base`` replaces LT as the base of the schedule for a client with no login timeout.
-    Exercised when some attempt ran into its retry time (or a violation is seen)."""
+    Exercised when some attempt ran into its retry time (or a violation is seen).
+
+    Time the harness lost (the stall monitor's ``harness.stall`` events during the attempt, see
+    :func:`~harness.rules.mirroring.model.lost_time`) widens that attempt's tolerance by as much: an
+    attempt off by more than ``tolerance`` but no more than ``tolerance`` + lost is not judged
+    (``details["not_judged"]``; unknown if no attempt is left), one off by more is a violation."""
     params = call.params
     base = params.login_timeout if params.login_timeout is not None else retry_base
     if base is None:
@@ -82,18 +99,24 @@ def check_retry_time_schedule(call: MirCall, *, retry_base: float | None = None)
     expected = (
         f"attempt in round r held at most r × 0.08 × {base:g} s (±{params.tolerance:.3f}), abandoned at that time"
     )
-    timed = []
+    timed: list[Attempt] = []
+    not_judged: list[int] = []
     for o in ctx.usable:
         for a in o.attempts:
             violation = _mir_5_attempt(ctx, o, a, base, expected)
-            if violation is not None:
+            if isinstance(violation, Verdict):
                 return violation
-            if a.outcome == "timeout":
+            if violation == "not judged":
+                not_judged.append(a.events[0])
+            elif a.outcome == "timeout":
                 timed.append(a)
     return ctx.tallied(
         timed,
         expected,
-        unknown="no attempt ran into its retry time (schedule not exercised)",
+        unknown=(f"{len(not_judged)} attempt(s) off by no more than the time the harness lost meanwhile"
+                 if not_judged else "no attempt ran into its retry time (schedule not exercised)"),
+        unknown_evidence=ctx.invokes + not_judged,
+        not_judged=not_judged,
         kept=lambda: (
             f"{len(timed)} attempt(s) abandoned on schedule; last: {timed[-1].label()} held "
             f"{seconds(timed[-1].duration or 0)}"
@@ -102,10 +125,15 @@ def check_retry_time_schedule(call: MirCall, *, retry_base: float | None = None)
     )
 
 
-def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict | None:
-    """MIR-6 on one open: the violation it shows, if any."""
+def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict | Literal["not judged"] | None:
+    """MIR-6 on one open: the violation it shows, if any; ``"not judged"`` when it ends past the
+    login timeout by more than ``tolerance`` but by no more than ``tolerance`` + the time the
+    harness lost from the login timeout on (:func:`~harness.rules.mirroring.model.lost_time`)."""
     tol, hz = ctx.params.tolerance, ctx.horizon
     deadline = o.t0 + lt
+    last_t = max([o.end.t if o.end is not None else hz, *(end_time(a, o, hz) for a in o.attempts)])
+    if tol < last_t - deadline <= tol + lost_time(ctx.events, deadline, last_t, tol):
+        return "not judged"
     for a in o.attempts:
         opened = a.outcome == "opened" and o.end is not None
         end = o.end.t if opened and o.end is not None else end_time(a, o, hz)
@@ -127,6 +155,9 @@ def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict |
             (o.invoke.index, o.end.index),
         )
     last = o.attempts[-1] if o.failed and o.attempts else None
+    if (last is not None and last.outcome == "timeout" and last.end is not None
+            and tol < deadline - last.end <= tol + lost_time(ctx.events, last.start, deadline, tol)):
+        return "not judged"  # abandoned early by no more than the time the harness lost meanwhile
     if last is not None and last.outcome == "timeout" and last.end is not None and abs(last.end - deadline) > tol:
         return ctx.verdict(
             False,
@@ -151,7 +182,10 @@ def check_truncated_last_round(call: MirCall) -> Verdict:
     by ``LT + tolerance``; when the last attempt of a failed open was abandoned (timeout), it was cut
     to end at the login timeout (± ``tolerance``) rather than the client giving up with time left.
 
-    Exercised by a failed open (the client ran into its login timeout)."""
+    Exercised by a failed open (the client ran into its login timeout). An open past the login
+    timeout (or a last attempt abandoned early) by more than ``tolerance`` but no more than
+    ``tolerance`` + the time the harness lost then (``harness.stall``,
+    :func:`~harness.rules.mirroring.model.lost_time`) is not judged (``details["not_judged"]``)."""
     lt = call.params.login_timeout
     assert lt is not None  # need_login_timeout
     ctx = call.context()
@@ -159,17 +193,22 @@ def check_truncated_last_round(call: MirCall) -> Verdict:
         f"no attempt past the login timeout {seconds(lt)} (+{ctx.params.tolerance:.3f}); "
         "the last attempt truncated to it"
     )
-    exercised = []
+    exercised: list[Open] = []
+    not_judged: list[int] = []
     for o in ctx.usable:
         violation = _mir_6_open(ctx, o, lt, expected)
-        if violation is not None:
+        if isinstance(violation, Verdict):
             return violation
-        if o.failed and o.attempts:
+        if violation == "not judged":
+            not_judged.append(o.invoke.index)
+        elif o.failed and o.attempts:
             exercised.append(o)
     return ctx.tallied(
         exercised,
         expected,
-        unknown="no open ran into its login timeout (rule not exercised)",
+        unknown=(f"{len(not_judged)} open(s) past the login timeout by no more than the time the harness lost then"
+                 if not_judged else "no open ran into its login timeout (rule not exercised)"),
+        not_judged=not_judged,
         kept=lambda: (
             f"{len(exercised)} failed open(s) stayed within the login timeout; last failed at "
             f"+{seconds(exercised[-1].rel(exercised[-1].end.t))} after {len(exercised[-1].attempts)} attempt(s)"
@@ -193,7 +232,9 @@ class _RoundDelayTally:
 def _mir_7_rounds(
     ctx: MirContext, o: Open, delays: tuple[float, ...], fast_reset: float, expected: str, tally: _RoundDelayTally
 ) -> Verdict | None:
-    """MIR-7 on the rounds of one open: the violation they show, if any (else ``tally`` is updated)."""
+    """MIR-7 on the rounds of one open: the violation they show, if any (else ``tally`` is updated).
+    A gap off by more than ``tolerance`` but by no more than ``tolerance`` + the time the harness lost
+    meanwhile (:func:`~harness.rules.mirroring.model.lost_time`) is not judged: the harness cannot tell."""
     tol = ctx.params.tolerance
     rounds: dict[int, list[Attempt]] = {}
     for a in o.attempts:
@@ -201,7 +242,9 @@ def _mir_7_rounds(
     for r, atts in sorted(rounds.items()):
         if len(atts) == 2 and atts[0].end is not None:
             gap = atts[1].start - atts[0].end
-            if gap > tol:
+            if tol < gap <= tol + lost_time(ctx.events, atts[0].end, atts[1].start, tol):
+                tally.not_judged.append(atts[1].events[0])
+            elif gap > tol:
                 return ctx.verdict(
                     False,
                     expected,
@@ -218,8 +261,12 @@ def _mir_7_rounds(
             a.outcome in FAST_OUTCOMES or (a.outcome == "reset" and a.duration is not None and a.duration <= fast_reset)
             for a in atts
         )
+        lost = lost_time(ctx.events, atts[-1].end, nxt[0].start, tol)
         if fast:
             want = retry_delay(r, delays)
+            if tol < abs(gap - want) <= tol + lost:
+                tally.not_judged.append(atts[-1].events[0])
+                continue
             if abs(gap - want) > tol:
                 return ctx.verdict(
                     False,
@@ -232,7 +279,9 @@ def _mir_7_rounds(
             tally.delays += 1
             tally.rounds.append(r)
         elif {a.outcome for a in atts} == {"timeout"}:
-            if gap > tol:
+            if tol < gap <= tol + lost:
+                tally.not_judged.append(atts[-1].events[0])
+            elif gap > tol:
                 return ctx.verdict(
                     False,
                     expected,
@@ -262,7 +311,12 @@ def check_partner_retry_delays(
     slower reset (e.g. a timeout toxic closing after 2 s) is neither fast nor a timeout; the delay
     is indexed by the round number; rounds mixing a timeout with fast
     failures (or holding an ``error``/``held`` attempt) are not judged and are listed in
-    ``details["not_judged"]``. Exercised by a fast round followed by another round."""
+    ``details["not_judged"]``. Exercised by a fast round followed by another round.
+
+    Time the harness lost during a gap (``harness.stall`` events,
+    :func:`~harness.rules.mirroring.model.lost_time`) widens that gap's tolerance by as much: a gap
+    off by more than ``tolerance`` but no more than ``tolerance`` + lost is not judged (listed in
+    ``details["not_judged"]``), one off by more is a violation."""
     schedule = tuple(float(d) for d in delays)
     if not schedule or any(d < 0 for d in schedule):
         raise ConfigError("MIR-7: delays must be a non-empty list of seconds >= 0")
