@@ -6,7 +6,7 @@ role operation with the same history events as the local MariaDB pair, refuses n
 
 from __future__ import annotations
 
-import os
+import time
 from typing import Any
 
 import pymysql
@@ -17,7 +17,22 @@ from harness.history.core import History
 from harness.topology.backend import get_backend, get_engine
 from harness.topology.capabilities import refusal
 from harness.topology.compose_mariadb import ComposeMariaDBPair
-from tests.test_compose import _harness_resources
+from harness.topology.dockerd import RUN_LABEL
+
+
+def _run_resources(run: str) -> list[str]:
+    """Containers, volumes and networks labelled with run ``run`` (other tests' runs may be up meanwhile
+    in the same harness home: xdist)."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        flt = {"label": f"{RUN_LABEL}={run}"}
+        return ([c.name for c in client.containers.list(all=True, filters=flt)]
+                + [v.name for v in client.volumes.list(filters=flt)]
+                + [n.name for n in client.networks.list(filters=flt)])
+    finally:
+        client.close()
 
 
 def _conn(topo: Any, address: tuple[str, int]) -> pymysql.connections.Connection:
@@ -41,6 +56,8 @@ def test_mariadb_pair_on_compose_write_switchover_down() -> None:
     topo = get_backend("compose").build(get_engine("mariadb"), 2, history=history)
     assert isinstance(topo, ComposeMariaDBPair) and topo.topology == "mariadb-pair"
     with topo:
+        run = topo.run_id
+        assert run is not None and len(_run_resources(run)) == 3  # n1, n2, toxiproxy
         desc = topo.describe()
         assert desc["backend"] == "compose" and desc["engine"] == "mariadb" and desc["project"].startswith("fh-")
         assert topo._state.version.startswith("10.11.")
@@ -70,7 +87,7 @@ def test_mariadb_pair_on_compose_write_switchover_down() -> None:
         assert refusal("compose", "mariadb add_node") in str(err.value) and "\n" not in str(err.value)
     nodes = {e.fields.get("node") for e in history.events() if e.type == "conn.accepted"}
     assert {"n1", "n2", "n1:replication", "n2:replication"} <= nodes
-    assert _harness_resources(os.environ["FAILOVER_HARNESS_HOME"]) == []
+    assert _run_resources(run) == []
 
 
 def _drive(topo: Any, history: History) -> list[tuple[str, str | None]]:
@@ -135,6 +152,7 @@ def test_a_proxy_port_taken_before_the_toxiproxy_container_binds_it_is_retried_o
     try:
         topo = get_backend("compose").build(get_engine("mariadb"), 2, progress=said.append)
         with topo:
+            run = topo.run_id
             assert taken not in {int(topo._state.links.proxies[n].client_listen.rsplit(":")[1]) for n in ("n1", "n2")}
             c = _conn(topo, topo.principal.client_address)
             assert _q(c, "SELECT 1") == [(1,)]
@@ -143,4 +161,29 @@ def test_a_proxy_port_taken_before_the_toxiproxy_container_binds_it_is_retried_o
         squatter.close()
     retries = [line for line in said if "bringing the run up again on fresh ports" in line]
     assert len(retries) == 1 and "a listen port is taken" in retries[0], said
-    assert _harness_resources(os.environ["FAILOVER_HARNESS_HOME"]) == []
+    first = retries[0].split("(fh-", 1)[1].split("-n1", 1)[0]  # the torn-down run's id
+    assert run is not None and _run_resources(run) == [] and _run_resources(first) == []
+
+
+def test_accepts_through_the_toxiproxy_container_are_stamped_within_the_clients_connect() -> None:
+    """The container's log is read late under load (docs/compose.md, "Connection events"); each
+    ``conn.accepted`` of a client-facing proxy carries the kernel's time of the client's SYN instead
+    (the refused-connect capture sees it), so every accept lies within the ``connect()`` that made it -
+    never after the client already had its connection (a false "accepted outside any open")."""
+    history = History()
+    topo = get_backend("compose").build(get_engine("mariadb"), 2, history=history)
+    spans: dict[int, tuple[float, float]] = {}
+    with topo:
+        capture = [e for e in history.events() if e.type == "harness.capture"]
+        assert capture and capture[0].fields["available"], capture  # the stamps need the capture (root)
+        for _ in range(20):
+            t0 = time.monotonic()
+            c = _conn(topo, topo.principal.client_address)
+            t1 = time.monotonic()
+            spans[c._sock.getsockname()[1]] = (t0, t1)
+            c.close()
+        accepted = {int(e.fields["client"].rsplit(":", 1)[1]): e.t for e in history.events()
+                    if e.type == "conn.accepted" and e.fields.get("node") == topo.principal.name}
+    assert set(spans) <= set(accepted)
+    late = {port: round(accepted[port] - t1, 4) for port, (t0, t1) in spans.items() if not t0 <= accepted[port] <= t1}
+    assert late == {}, f"accepts stamped outside the client's connect (seconds after it returned): {late}"
