@@ -4,12 +4,12 @@
 #   make test   - the project's own tests (among them tests/test_installed_wheel.py: the wheel built, installed into a
 #                 fresh venv in a temporary folder and used there as another project would), the persistent proxy's
 #                 end-to-end tests once more on its pure-Python data path (FAILOVER_HARNESS_PURE_PYTHON=1); then a second pass:
-#                 every PostgreSQL suite of make chaos on Docker Compose containers (behind the real Toxiproxy)
-#                 compared with local processes, and, when
+#                 every suite of make chaos (PostgreSQL, and MariaDB's DUR + PER) on Docker Compose containers
+#                 (behind the real Toxiproxy) compared with local processes, and, when
 #                 $(TOXIPROXY_SERVER) (default ../shared/toxiproxy/toxiproxy-server) exists, the
 #                 real Toxiproxy compared with the embedded server
-#   make chaos BACKEND=compose - the PostgreSQL suites on Docker Compose containers behind the real Toxiproxy
-#                 (MariaDB has no compose topology: the line it prints says why; docs/compose.md's capability table)
+#   make chaos BACKEND=compose - the same suites (PostgreSQL, then the MariaDB DUR and PER suites without the
+#                 slow sysbench test) on Docker Compose containers behind the real Toxiproxy (docs/compose.md)
 # Both run scripts/setup.sh first (idempotent: installs what is missing, otherwise does nothing);
 # `make test` and `make chaos BACKEND=compose` also run `failover-harness compose-setup` (engine,
 # Compose v2, images; idempotent) and afterwards stop the dockerd that it started, if it started one.
@@ -28,8 +28,9 @@ STOP_ENGINE := $(FH) compose-setup --stop-engine
 # The real Toxiproxy 2.12 for make test's second pass (CI: a copy of shared/ beside the clone).
 TOXIPROXY_SERVER ?= $(CURDIR)/../shared/toxiproxy/toxiproxy-server
 REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
-# Every PostgreSQL suite on compose against local: DUR + MIR against the same local run the real pass compares
-# with (one pytest session), ACR + ICM + LPQ + PER against a local run of their own (docs/compose.md).
+# Every suite of make chaos on compose against local: DUR + MIR against the same local run the real pass compares
+# with (one pytest session), ACR + APP + ICM + LPQ + PER against a local run of their own, and the MariaDB
+# DUR + PER suites against a local MariaDB run of their own (docs/compose.md).
 COMPOSE_PASS := tests/test_compose_suites.py
 # The persistent proxy's end-to-end tests, run again by make test on its pure-Python framing and tracking
 # (FAILOVER_HARNESS_PURE_PYTHON=1: the path of an install without a C compiler; ~80 s at -n 2, docs/persistent-proxy.md).
@@ -65,11 +66,11 @@ test: setup
 	if [ $$status -eq 0 ]; then \
 		if [ -x "$(TOXIPROXY_SERVER)" ]; then \
 			echo "== second pass: the real Toxiproxy $(TOXIPROXY_SERVER) (compat tests, DUR + MIR suites)" \
-			     "and every PostgreSQL suite on compose"; \
+			     "and every suite of make chaos on compose"; \
 			TOXIPROXY_SERVER_BIN="$(TOXIPROXY_SERVER)" $(PYTEST) $(REAL_PASS) $(COMPOSE_PASS) || status=$$?; \
 		else \
 			echo "== no real toxiproxy-server at $(TOXIPROXY_SERVER): that comparison skipped" \
-			     "(make test TOXIPROXY_SERVER=/path/to/toxiproxy-server); second pass: every PostgreSQL suite on compose"; \
+			     "(make test TOXIPROXY_SERVER=/path/to/toxiproxy-server); second pass: every suite of make chaos on compose"; \
 			$(PYTEST) $(COMPOSE_PASS) || status=$$?; \
 		fi; \
 	fi; \
@@ -77,10 +78,8 @@ test: setup
 
 chaos: setup $(if $(filter compose,$(BACKEND)),compose-setup)
 	$(FH) run --backend $(BACKEND) suites; status=$$?; \
-	$(if $(filter local,$(BACKEND)),$(FH) run --backend local --engine mariadb --append-results -m "not slow" \
-		suites/durability suites/persistent || status=1;) \
-	$(if $(filter compose,$(BACKEND)),$(PY) -c 'from harness.topology.capabilities import refusal; \
-		print("== the MariaDB suites run on the local backend only:", refusal("compose", "engine mariadb"))';) \
+	$(FH) run --backend $(BACKEND) --engine mariadb --append-results -m "not slow" \
+		suites/durability suites/persistent || status=1; \
 	$(FH) report; \
 	$(if $(filter compose,$(BACKEND)),$(STOP_ENGINE);) exit $$status
 

@@ -84,6 +84,29 @@ def test_tracker_ignores_accepted_connections_wrong_acks_and_unwatched_ports() -
     assert any_host.feed(Segment(("127.0.0.5", 6001), CLIENT, RST | ACK, 0, 2), 5.1) is not None
 
 
+def test_tracker_keeps_the_syn_time_of_each_accepted_connect() -> None:
+    """An accepted connect (SYN answered by SYN+ACK) keeps its SYN's time for the accept's stamp
+    (compose's log-derived ``conn.accepted``, OBS-1): the first SYN of a retransmission, none for a
+    refused or unwatched connect, and only the last ``max_pending`` of them."""
+    tracker = RefusalTracker({LISTEN}, max_pending=2)
+    tracker.feed(Segment(CLIENT, LISTEN, SYN, 100, 0), 1.0)
+    tracker.feed(Segment(CLIENT, LISTEN, SYN, 100, 0), 1.2)  # retransmitted: the first time counts
+    tracker.feed(Segment(LISTEN, CLIENT, SYN | ACK, 555, 101), 1.3)
+    assert tracker.syn_time(CLIENT, LISTEN) == 1.0 and tracker.pending == 0
+    refused = ("127.0.0.1", 40001)
+    tracker.feed(Segment(refused, LISTEN, SYN, 5, 0), 2.0)
+    tracker.feed(Segment(LISTEN, refused, RST | ACK, 0, 6), 2.1)
+    assert tracker.syn_time(refused, LISTEN) is None
+    unwatched = ("127.0.0.1", 6999)
+    tracker.feed(Segment(CLIENT, unwatched, SYN, 1, 0), 3.0)
+    tracker.feed(Segment(unwatched, CLIENT, SYN | ACK, 9, 2), 3.1)
+    assert tracker.syn_time(CLIENT, unwatched) is None
+    for i, port in enumerate((40002, 40003)):  # two more accepted: the oldest is forgotten
+        tracker.feed(Segment(("127.0.0.1", port), LISTEN, SYN, 1, 0), 4.0 + i)
+        tracker.feed(Segment(LISTEN, ("127.0.0.1", port), SYN | ACK, 7, 2), 4.1 + i)
+    assert tracker.syn_time(CLIENT, LISTEN) is None and tracker.syn_time(("127.0.0.1", 40003), LISTEN) == 5.0
+
+
 def test_tracker_watches_an_address_added_later_and_forgets_a_removed_one() -> None:
     """A node added to a running topology: its listen address is watched from then on; a removed one
     is not, and its pending SYN is dropped (OBS-1)."""

@@ -19,13 +19,18 @@ import yaml
 from harness.errors import ConfigError
 from harness.history.core import History
 from harness.topology.backend import get_backend, get_engine, resolve
-from harness.topology.compose import COMPOSE_FILES, compose_config, compose_file, project_name
+from harness.topology.compose import COMPOSE_FILES, compose_config, compose_env, compose_file, project_name
+from harness.topology.compose_mariadb import ComposeMariaDBGroup, ComposeMariaDBPair
 from harness.topology.containers import harness_containers
 from harness.topology.dockerd import HOME_LABEL, RUN_LABEL
 from harness.topology.postgres import PostgresEngine
+from harness.topology.state import LinksState, NodeState, ProxyNames, RunState
 from tests.support.checkout import repo_root
 
-NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"]}
+NODES = {"pg-pair": ["n1", "n2"], "pg-group3": ["n1", "n2", "n3"], "mariadb-pair": ["n1", "n2"],
+         "mariadb-group3": ["n1", "n2", "n3"]}
+#: The official image each topology's database containers default to (FH_POSTGRES_IMAGE / FH_MARIADB_IMAGE).
+OFFICIAL = {"pg": "postgres:15", "mariadb": "mariadb:10.11"}
 
 
 def _env(topology: str) -> dict[str, str]:
@@ -40,7 +45,7 @@ def _env(topology: str) -> dict[str, str]:
 @pytest.mark.parametrize("topology", sorted(COMPOSE_FILES))
 def test_compose_file_is_valid_and_puts_every_address_behind_the_proxy(topology: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("FH_POSTGRES_IMAGE", "FH_TOXIPROXY_IMAGE"):
+    for var in ("FH_POSTGRES_IMAGE", "FH_MARIADB_IMAGE", "FH_TOXIPROXY_IMAGE"):
         monkeypatch.delenv(var, raising=False)
     env = _env(topology)
     spec = yaml.safe_load(compose_config(topology, env))
@@ -54,15 +59,21 @@ def test_compose_file_is_valid_and_puts_every_address_behind_the_proxy(topology:
     assert "networks" not in spec  # no bridge network of any kind
     proxies = {p["name"]: p for p in json.loads(spec["configs"]["proxies"]["content"])}
     principal_port = env["FH_N1_PORT"]
+    engine = topology.split("-")[0]
     for n in NODES[topology]:
         node = services[n]
-        assert node["image"] == "postgres:15" and node["environment"]["FH_PORT"] == env[f"FH_{n.upper()}_PORT"]
+        assert node["image"] == OFFICIAL[engine] and node["environment"]["FH_DIR"] == f"{env['FH_RUN_DIR']}/{n}"
+        assert node["volumes"][-1]["source"] == node["volumes"][-1]["target"] == f"{env['FH_RUN_DIR']}/{n}"
         client, repl = proxies[f"fh-t-1-{n}"], proxies[f"fh-t-1-repl-{n}"]
         assert client == {"name": f"fh-t-1-{n}", "listen": f"127.0.0.1:{env[f'FH_{n.upper()}_CLIENT_PORT']}",
                           "upstream": f"127.0.0.1:{env[f'FH_{n.upper()}_PORT']}"}
         assert repl["listen"] == f"127.0.0.1:{env[f'FH_{n.upper()}_REPL_PORT']}"
         assert repl["upstream"] == f"127.0.0.1:{principal_port}"  # standbys clone and stream through it
-        assert node["environment"]["FH_REPL_PORT"] == env[f"FH_{n.upper()}_REPL_PORT"]
+        if engine == "pg":  # the entrypoint clones and rewinds through it; MariaDB replicas are told over SQL
+            assert node["environment"]["FH_PORT"] == env[f"FH_{n.upper()}_PORT"]
+            assert node["environment"]["FH_REPL_PORT"] == env[f"FH_{n.upper()}_REPL_PORT"]
+        else:
+            assert set(node["environment"]) == {"FH_DIR"} and node["entrypoint"] == ["bash", "/fh-mariadb-node.sh"]
     assert len(proxies) == 2 * len(NODES[topology])
 
 
@@ -75,10 +86,33 @@ def test_a_missing_port_variable_is_a_one_line_error() -> None:
         compose_file("pg-ring")
 
 
+def test_the_image_variables_override_the_official_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FH_MARIADB_IMAGE (the stand-in compose-setup builds offline) replaces the official default."""
+    monkeypatch.delenv("FH_TOXIPROXY_IMAGE", raising=False)
+    env = {**_env("mariadb-pair"), "FH_MARIADB_IMAGE": "failover-harness/mariadb:10.11"}
+    services = yaml.safe_load(compose_config("mariadb-pair", env))["services"]
+    assert [services[n]["image"] for n in ("n1", "n2")] == ["failover-harness/mariadb:10.11"] * 2
+
+
+def test_compose_env_names_each_engines_image_variable() -> None:
+    state = RunState(run="t-1", topology="mariadb-pair", engine="mariadb", version="10.11", mode="sync",
+                     mirror_readable=False, created=0.0, owner_pid=1, backend="compose", links=LinksState(
+                         kind="toxiproxy", proxies={n: ProxyNames(f"fh-t-1-{n}", f"127.0.0.1:{41000 + i}",
+                                                                  f"fh-t-1-repl-{n}", f"127.0.0.1:{42000 + i}")
+                                                    for i, n in enumerate(("n1", "n2"))}),
+                     nodes=[NodeState(name=n, role="principal" if n == "n1" else "mirror", port=43000 + i,
+                                      datadir=f"/r/{n}/data") for i, n in enumerate(("n1", "n2"))])
+    env = compose_env(state, Path("/r"), {"mariadb": "failover-harness/mariadb:10.11", "toxiproxy": "tp"}, 40000)
+    assert env["FH_MARIADB_IMAGE"] == "failover-harness/mariadb:10.11" and env["FH_TOXIPROXY_IMAGE"] == "tp"
+    assert "FH_POSTGRES_IMAGE" not in env
+    assert (env["FH_N2_PORT"], env["FH_N2_CLIENT_PORT"], env["FH_N2_REPL_PORT"]) == ("43001", "41001", "42001")
+    spec = yaml.safe_load(compose_config("mariadb-pair", env))  # and the file takes exactly these
+    assert {s["image"] for n, s in spec["services"].items() if n != "toxiproxy"} == {"failover-harness/mariadb:10.11"}
+
+
 def test_compose_backend_refuses_what_it_cannot_run_in_one_line() -> None:
-    with pytest.raises(ConfigError) as err:
-        resolve("compose", "mariadb")
-    assert "\n" not in str(err.value)
+    assert isinstance(get_backend("compose").build(get_engine("mariadb"), 2), ComposeMariaDBPair)
+    assert isinstance(get_backend("compose").build(get_engine("mariadb"), 3), ComposeMariaDBGroup)
     with pytest.raises(ConfigError, match="groups of three") as err:
         get_backend("compose").build(get_engine("postgres"), 4)
     assert "\n" not in str(err.value) and "add-node" in str(err.value)

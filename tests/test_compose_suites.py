@@ -1,16 +1,17 @@
-"""Same suites, same verdicts: every suite of ``make chaos`` (PostgreSQL) runs on the Compose backend
-(containers behind the real Toxiproxy in its container) and on local processes, and every test that
-runs on both ends with the same outcome and the same verdict per rule - in two parts:
+"""Same suites, same verdicts: every suite of ``make chaos`` runs on the Compose backend (containers
+behind the real Toxiproxy in its container) and on local processes, and every test that runs on both
+ends with the same outcome and the same verdict per rule - in three parts:
 
-* DUR + MIR against the session's ``local_suite_run``, which the real-Toxiproxy comparison reads too
-  (one local run for both comparisons);
-* ACR, ICM, LPQ and PER against a local run of their own.
+* DUR + MIR (PostgreSQL) against the session's ``local_suite_run``, which the real-Toxiproxy
+  comparison reads too (one local run for both comparisons);
+* ACR, APP, ICM, LPQ and PER (PostgreSQL) against a local run of their own;
+* the MariaDB DUR and PER suites (``--engine mariadb -m "not slow"``, as ``make chaos`` runs them)
+  against a local MariaDB run of their own.
 
 A test marked ``not_on("compose")`` is reported as skipped there with its reason (docs/compose.md
 lists them). A test whose verdicts differ is run up to twice more on both backends; the difference
 counts only when no result of one ever agrees with one of the other (``tests/support/suite_runs.py``;
-``unknown`` agrees with either). MariaDB does not run on compose (docs/compose.md's capability
-table): ``make chaos``'s MariaDB suites have nothing to compare with.
+``unknown`` agrees with either).
 
 ``make test`` runs this in its second pass (after ``failover-harness compose-setup``); what it costs
 is in docs/compose.md ("In make test")."""
@@ -18,6 +19,7 @@ is in docs/compose.md ("In make test")."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,6 +30,10 @@ from tests.support.suite_runs import REPO, SUITES, SuiteRun, compare_with_reruns
 
 #: The suites of the second part (every suite folder of ``make chaos`` but DUR and MIR).
 OTHER_SUITES = ["suites/acr", "suites/app", "suites/icm", "suites/lpq", "suites/persistent"]
+#: The MariaDB part: the suites and options of ``make chaos``'s MariaDB run (the Makefile's, checked below).
+MARIADB_SUITES = ["suites/durability", "suites/persistent"]
+MARIADB_OPTIONS = ["--engine", "mariadb", "-m", "not slow"]
+AT_LEAST_MARIADB = 12  # the 2 DUR and 10 PER tests of that run (not vacuous)
 
 
 def _skipped(junit: Path) -> dict[str, str]:
@@ -45,10 +51,11 @@ def _home(isolated_home: dict[str, str]) -> dict[str, str]:
 
 
 def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str, str],
-             capsys: pytest.CaptureFixture[str], at_least: int) -> None:
+             capsys: pytest.CaptureFixture[str], at_least: int, options: list[str] | None = None) -> None:
     """Run ``suites`` on compose and compare every test's outcome and verdicts with ``local``'s (re-runs
-    of a differing test on both backends); nothing of the harness's may be left on the engine."""
-    compose = run_suites("compose", None, tmp_path / "compose", suites, env=home)
+    of a differing test on both backends, with the same ``options``); nothing of the harness's may be
+    left on the engine."""
+    compose = run_suites("compose", None, tmp_path / "compose", suites, env=home, options=options)
     left = harness_containers(home=home["FAILOVER_HARNESS_HOME"])
     assert left == [], f"containers left by the compose run: {left}; its output:\n{compose.output}"  # every test's
     env = environment(compose.reports)
@@ -61,11 +68,14 @@ def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str,
     both = {t: v for t, v in local.verdicts.items() if t not in only_local}
     remaining, flaky, differed = compare_with_reruns(
         both, compose.verdicts,
-        lambda ids, k: run_suites("embedded", None, tmp_path / f"local-again-{k}", ids, env=home).verdicts,
-        lambda ids, k: run_suites("compose", None, tmp_path / f"compose-again-{k}", ids, env=home).verdicts)
+        lambda ids, k: run_suites("embedded", None, tmp_path / f"local-again-{k}", ids, env=home,
+                                  options=options).verdicts,
+        lambda ids, k: run_suites("compose", None, tmp_path / f"compose-again-{k}", ids, env=home,
+                                  options=options).verdicts)
     unknown = sorted(t for t, (_, vs) in compose.verdicts.items() if any(v == "unknown" for _, v in vs))
     with capsys.disabled():
-        print(f"\n[compose {' '.join(s.split('/')[-1] for s in suites)}] {len(compose.verdicts)} suite tests: "
+        part = " ".join([*(options or []), *(s.split("/")[-1] for s in suites)])
+        print(f"\n[compose {part}] {len(compose.verdicts)} suite tests: "
               f"local {local.seconds:.1f} s, compose {compose.seconds:.1f} s; skipped on compose {len(skipped)}; "
               f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
               f"{', '.join(flaky) or '-'}; with an unknown verdict on compose {len(unknown)}: "
@@ -75,12 +85,19 @@ def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str,
     assert len(compose.verdicts) >= at_least and judged >= at_least, (len(compose.verdicts), judged)  # not vacuous
 
 
-def test_the_two_parts_cover_every_suite_of_make_chaos() -> None:
+def test_the_parts_cover_every_suite_of_make_chaos() -> None:
     """A suite folder added later is compared too (or this fails): DUR + MIR and the rest together are
-    every folder of suites/."""
+    every folder of suites/; the MariaDB part is the Makefile's MariaDB run of ``make chaos`` (same
+    suites, same marker expression), and that run is the same on both backends."""
     folders = sorted(f"suites/{p.name}" for p in (REPO / "suites").iterdir() if p.is_dir() and
                      any(p.glob("test_*.py")))
     assert sorted(SUITES + OTHER_SUITES) == folders
+    recipe = (REPO / "Makefile").read_text().split("\nchaos:", 1)[1].split("\n\n", 1)[0]
+    runs = re.findall(r'\$\(FH\) run --backend \$\(BACKEND\) --engine (\w+) --append-results -m "([^"]+)" \\\n'
+                      r"\s*([^|;]+?)\s*\|\|", recipe)
+    assert runs == [("mariadb", "not slow", " ".join(MARIADB_SUITES))], recipe
+    assert MARIADB_OPTIONS == ["--engine", runs[0][0], "-m", runs[0][1]]
+    assert "$(FH) run --backend $(BACKEND) suites;" in recipe  # every PostgreSQL suite, on the same backend
 
 
 @pytest.mark.timeout(2400)  # one suite run on compose (and the local one, if not run yet), and re-runs
@@ -96,3 +113,11 @@ def test_acr_app_icm_lpq_and_per_suites_give_the_same_verdicts_on_compose_and_lo
     home = _home(isolated_home)
     local = run_suites("embedded", None, tmp_path / "local", OTHER_SUITES, env=home)
     _compare(OTHER_SUITES, local, tmp_path, home, capsys, at_least=35)
+
+
+@pytest.mark.timeout(2400)  # the suites on local, then on compose, and re-runs
+def test_mariadb_dur_and_per_suites_give_the_same_verdicts_on_compose_and_local(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str]) -> None:
+    home = _home(isolated_home)
+    local = run_suites("embedded", None, tmp_path / "local", MARIADB_SUITES, env=home, options=MARIADB_OPTIONS)
+    _compare(MARIADB_SUITES, local, tmp_path, home, capsys, at_least=AT_LEAST_MARIADB, options=MARIADB_OPTIONS)

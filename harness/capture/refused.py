@@ -200,6 +200,11 @@ class RefusedConnectCapture:
             self._tracker.unwatch(t.endpoint)
             self._by_endpoint = {ep: x for ep, x in self._by_endpoint.items() if ep != t.endpoint}
 
+    def syn_time(self, client: Endpoint, listen: Endpoint) -> float | None:
+        """The capture time of the SYN of an accepted connect from ``client`` to a watched ``listen``
+        address (:meth:`RefusalTracker.syn_time`), or None when the capture has not seen it."""
+        return self._tracker.syn_time(client, listen)
+
     @property
     def method(self) -> str:
         """How the capture observes: ``af_packet:<interface>``."""

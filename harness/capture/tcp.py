@@ -105,6 +105,9 @@ class RefusalTracker:
         self._ports = {port for _, port in listen}
         self._listen = set(listen)
         self._pending: dict[tuple[Endpoint, Endpoint], tuple[float, int]] = {}
+        #: (client, listen) -> the SYN time of a connect the listener answered with SYN+ACK (accepted
+        #: by the kernel), the last ``max_pending`` of them, for :meth:`syn_time`
+        self._established: dict[tuple[Endpoint, Endpoint], float] = {}
         self.max_pending = max_pending
         self.expire = expire
 
@@ -136,7 +139,11 @@ class RefusalTracker:
             return None
         key = (seg.dst, seg.src)
         if seg.is_syn_ack:
-            self._pending.pop(key, None)
+            known = self._pending.pop(key, None)
+            if known is not None:
+                self._established[key] = known[0]
+                if len(self._established) > self.max_pending:  # oldest first (insertion order)
+                    del self._established[next(iter(self._established))]
             return None
         if seg.is_rst and seg.flags & ACK:
             known = self._pending.get(key)
@@ -144,6 +151,11 @@ class RefusalTracker:
                 del self._pending[key]
                 return Refusal(listen=seg.src, client=seg.dst, syn_t=known[0], rst_t=t)
         return None
+
+    def syn_time(self, client: Endpoint, listen: Endpoint) -> float | None:
+        """The time of the SYN of the accepted connect from ``client`` to ``listen`` (the moment the
+        client's connect reached the listener, kernel-stamped), or None when none was seen."""
+        return self._established.get((client, listen)) or self._established.get((client, ("0.0.0.0", listen[1])))
 
     def _trim(self, now: float) -> None:
         if len(self._pending) <= self.max_pending:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from harness.errors import ConfigError
+from harness.topology import compose_backend
 from harness.topology.api import Topology
-from harness.topology.compose import ComposeBackend, ComposeTopology
+from harness.topology.compose_backend import ComposeBackend
 from harness.topology.engine import Engine
 from harness.topology.links import Links
 from harness.topology.local import LocalGroup, LocalPair, LocalTopology
@@ -100,5 +101,5 @@ def attach(run_id: str, history: Any = None) -> Topology:
     ``status``)."""
     state = load_state(run_path(run_id))
     if state.backend == "compose":
-        return ComposeTopology.attach(run_id, history=history)
+        return compose_backend.attach(run_id, history=history)
     return LocalTopology.attach(run_id, history=history)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 BACKEND_NAMES = ("local", "compose")
 YES = None
 
-_MARIADB_ON_COMPOSE = ("no MariaDB compose topology: the compose files, entrypoint and stand-in image are "
-                       "PostgreSQL 15's; run MariaDB with --backend local")
+_MARIADB_ADD_NODE = ("a MariaDB run on compose has no standby compose file for a new node (the MariaDB suites "
+                     "never add one: PER-1's node add is a PostgreSQL test); run it with --backend local")
+
 @dataclass(frozen=True)
 class Capability:
     """One operation (``name``: the API / CLI name, ``kind``: topology, role, membership, fault,
@@ -43,8 +44,10 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("group of N > 3", "topology", "Group(nodes=N): one principal and N-1 standbys from the start",
                compose="compose files exist for pairs and groups of three (compose/pg-pair.yml, pg-group3.yml): "
                        "up pg-group3, then add-node"),
-    Capability("engine mariadb", "topology", "MariaDB 10.11 GTID pair / group (mariadb-pair, mariadb-group3)",
-               compose=_MARIADB_ON_COMPOSE),
+    Capability("engine mariadb", "topology", "MariaDB 10.11 GTID pair / group (mariadb-pair, mariadb-group3)"),
+    Capability("mariadb-pair", "topology", "MariaDB 10.11 principal + mirror, GTID replication, semi-sync as "
+                                           "sync mode (compose/mariadb-pair.yml)"),
+    Capability("mariadb-group3", "topology", "MariaDB 10.11 principal + two replicas (compose/mariadb-group3.yml)"),
     Capability("links direct", "topology", "clients and replication straight to the servers (--no-proxy)"),
     Capability("links object", "topology", "the caller's own Links object in front of the nodes",
                compose="the compose backend brings its own fault proxy (the Toxiproxy container): pass "
@@ -61,6 +64,8 @@ CAPABILITIES: tuple[Capability, ...] = (
     # membership (PER-1 node add / remove, PER-9 / PER-10)
     Capability("add_node", "membership", "a new standby cloned from the principal, streaming behind its own "
                                          "fault proxies (compose: a container of compose/pg-standby.yml)"),
+    Capability("mariadb add_node", "membership", "add_node on a MariaDB run (a mariadb-backup clone)",
+               compose=_MARIADB_ADD_NODE),
     Capability("remove_node", "membership", "a read-only node removed (coordinators told first)"),
     # faults through the fault proxy (Toxiproxy API: embedded / spawned locally, the container on compose)
     Capability("partition", "fault", "blackhole, refuse (listener off; refused connects captured) or reset"),
@@ -92,6 +97,14 @@ def engine_refusal(backend: str, engine: str) -> str | None:
     """Why ``backend`` cannot run database engine ``engine`` (its ``engine <name>`` row), or None."""
     row = _BY_NAME.get(f"engine {engine}")
     return row.refusal(backend) if row is not None else None
+
+
+def engine_operation_refusal(backend: str, engine: str, name: str) -> str | None:
+    """Why ``backend`` cannot run operation ``name`` for database engine ``engine``: the operation's own
+    row, else the engine's row for it (``<engine> <name>``, e.g. ``mariadb add_node``) when there is one."""
+    why = refusal(backend, name)
+    row = _BY_NAME.get(f"{engine} {name}")
+    return why if why is not None or row is None else row.refusal(backend)
 
 
 def _cell(reason: str | None) -> str:

@@ -1,5 +1,6 @@
 """Docker Compose backend (``--backend compose``): a pair or group of PostgreSQL 15 containers behind
-the real Toxiproxy 2.12 in its own container, from ``compose/pg-pair.yml`` / ``pg-group3.yml``.
+the real Toxiproxy 2.12 in its own container, from ``compose/pg-pair.yml`` / ``pg-group3.yml``
+(MariaDB 10.11: ``mariadb-pair.yml`` / ``mariadb-group3.yml``, :mod:`harness.topology.compose_mariadb`).
 
 * Host networking only; every server and proxy listens on 127.0.0.1 at a port from
   :func:`harness.ports.allocate_port`, passed to the compose file as variables (an env file per run),
@@ -24,24 +25,22 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, InvalidOperation, TopologyError
+from harness.errors import ConfigError, InvalidOperation, PortInUseError, TopologyError
 from harness.paths import harness_home, runs_dir
-from harness.ports import allocate_port
+from harness.ports import PORT_ATTEMPTS, allocate_port
 from harness.redact import write_private_file
 from harness.resources import resource
 from harness.topology import preflight
-from harness.topology.capabilities import engine_refusal, refusal
+from harness.topology.capabilities import refusal
 from harness.topology.compose_events import ContainerLogEvents
-from harness.topology.compose_setup import compose_version
-from harness.topology.dockerd import docker_client, engine_answers
-from harness.topology.engine import Engine
-from harness.topology.images import POSTGRES, TOXIPROXY, image_for
+from harness.topology.dockerd import docker_client
+from harness.topology.images import ENGINE_IMAGES, RUNTIME_IMAGES, image_for
 from harness.topology.links import DirectLinks, Links
-from harness.topology.local import LocalGroup, LocalPair, LocalTopology
+from harness.topology.local import RUN_ENGINES, LocalGroup, LocalPair, LocalTopology
+from harness.topology.postgres import PostgresEngine
 from harness.topology.process import RunAs, database_user, pid_alive, signal_group, signal_pid
 from harness.topology.proxied import ProxiedLinks, links_of_run
 from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
@@ -49,7 +48,8 @@ from harness.topology.state import MIRROR, PRINCIPAL, RUNNING, STANDBY, LinksSta
 from harness.toxiproxy.client import ToxiproxyClient
 from harness.toxiproxy.server_choice import FaultProxyHandle
 
-COMPOSE_FILES = {"pg-pair": "pg-pair.yml", "pg-group3": "pg-group3.yml"}
+COMPOSE_FILES = {"pg-pair": "pg-pair.yml", "pg-group3": "pg-group3.yml",
+                 "mariadb-pair": "mariadb-pair.yml", "mariadb-group3": "mariadb-group3.yml"}
 #: The compose file of a standby added to a running run (node add), in a project of its own.
 ADDED_NODE_FILE = "pg-standby.yml"
 STOP_SIGNALS = {"fast": "SIGINT", "immediate": "SIGQUIT", "smart": "SIGTERM"}
@@ -70,10 +70,13 @@ def project_name(run_id: str) -> str:
 
 def compose_env(state: RunState, run_dir: Path, images: dict[str, str], api_port: int) -> dict[str, str]:
     """The variables a compose file takes for one run: project, labels, node folders, images and
-    every port (server, client proxy, replication proxy per node; the Toxiproxy API)."""
+    every port (server, client proxy, replication proxy per node; the Toxiproxy API). ``images``
+    maps image names (``postgres`` / ``mariadb``, ``toxiproxy``) to the image each runs."""
     env = {"FH_PROJECT": project_name(state.run), "FH_RUN": state.run, "FH_HOME": str(harness_home()),
-           "FH_RUN_DIR": str(run_dir), "FH_POSTGRES_IMAGE": images["postgres"],
-           "FH_TOXIPROXY_IMAGE": images["toxiproxy"], "FH_TOXIPROXY_PORT": str(api_port)}
+           "FH_RUN_DIR": str(run_dir), "FH_TOXIPROXY_PORT": str(api_port)}
+    for spec in RUNTIME_IMAGES:
+        if spec.name in images and spec.variable:
+            env[spec.variable] = images[spec.name]
     for node in state.nodes:
         names = state.links.proxies[node.name]
         key = node.name.upper()
@@ -115,47 +118,13 @@ def compose_config(topology: str, env: dict[str, str]) -> str:
     return res.stdout
 
 
-class ComposeBackend:
-    """``--backend compose``: PostgreSQL containers behind the real Toxiproxy (module docstring)."""
-
-    name = "compose"
-
-    def check(self, engine: Engine) -> None:
-        """A one-line ConfigError naming the fix when the engine is not PostgreSQL, or no Docker engine
-        answers (none was started: ``failover-harness compose-setup`` starts one), or Compose v2 is missing; a
-        MissingDependencyError when an image is missing."""
-        why = engine_refusal(self.name, engine.name)
-        if why is not None:
-            raise ConfigError(f"backend 'compose', engine {engine.name!r}: {why}")
-        if not engine_answers():
-            raise ConfigError("backend 'compose': no Docker engine answers here; run "
-                              "'failover-harness compose-setup' (starts one), or use --backend local")
-        if compose_version() is None:
-            raise ConfigError("backend 'compose': Compose v2 ('docker compose') is missing; run "
-                              "'failover-harness compose-setup', or use --backend local")
-        client = docker_client()
-        try:
-            for spec in (POSTGRES, TOXIPROXY):
-                image_for(spec, client)
-        finally:
-            client.close()
-
-    def build(self, engine: Engine, nodes: int, *, mode: str = "sync", mirror_readable: bool = False,
-              history: Any = None, links: Links | str = "proxy", detached: bool = False,
-              progress: Callable[[str], None] | None = None) -> ComposeTopology:
-        """A :class:`ComposePair` (two nodes) or :class:`ComposeGroup` (three)."""
-        kwargs: dict[str, Any] = {"mode": mode, "mirror_readable": mirror_readable, "history": history,
-                                  "links": links, "detached": detached, "progress": progress, "engine": engine}
-        if nodes == 2:
-            return ComposePair(**kwargs)
-        if isinstance(nodes, int) and nodes > 3:
-            raise ConfigError(f"backend 'compose', {nodes} nodes: {refusal(self.name, 'group of N > 3')}, "
-                              "or use --backend local")
-        return ComposeGroup(nodes=nodes, **kwargs)
-
-
 class ComposeTopology(LocalTopology):
-    """PostgreSQL containers of one Compose project, driven like local servers (module docstring)."""
+    """PostgreSQL containers of one Compose project, driven like local servers (module docstring).
+    What differs per engine is in small methods a subclass replaces (:meth:`_bootstrap_files`,
+    :meth:`_prepare_principal`, :meth:`_server_version`, :meth:`_before_stop`, ``stop_signals``)."""
+
+    #: The signal of each stop mode, sent to the server's host PID (:meth:`_halt`).
+    stop_signals = STOP_SIGNALS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -172,13 +141,14 @@ class ComposeTopology(LocalTopology):
     # ------------------------------------------------------------------------------ lifecycle
     @classmethod
     def attach(cls, run_id: str, history: Any = None, links: Links | None = None) -> ComposeTopology:
-        """Drive an existing compose run (``up --detach``, another process) from this one."""
+        """Drive an existing compose run (``up --detach``, another process) from this one, as this
+        class (:func:`harness.topology.compose_backend.attach` picks the engine's pair or group class)."""
         path = run_path(run_id)
         state = load_state(path)
-        kind: type[ComposeTopology] = ComposePair if len(state.nodes) == 2 else ComposeGroup
-        kwargs = {} if kind is ComposePair else {"nodes": len(state.nodes)}
-        topo = kind(mode=state.mode, mirror_readable=state.mirror_readable, history=history,  # type: ignore[arg-type]
-                    links="direct", topology=state.topology, detached=state.detached, **kwargs)
+        kwargs = {"nodes": len(state.nodes)} if issubclass(cls, LocalGroup) else {}
+        topo = cls(mode=state.mode, mirror_readable=state.mirror_readable, history=history,  # type: ignore[arg-type]
+                   links="direct", topology=state.topology, detached=state.detached,
+                   engine=RUN_ENGINES.get(state.engine or "postgres", PostgresEngine)(), **kwargs)
         topo.run_id, topo.path, topo._state = run_id, path, state
         topo.links = links or links_of_run(state)
         topo.links.setup(state)
@@ -186,11 +156,24 @@ class ComposeTopology(LocalTopology):
 
     def up(self) -> ComposeTopology:
         """Write the run's folders and env file, ``docker compose up``, wait until the principal
-        accepts writes and every standby streams through its replication proxy."""
+        accepts writes and every standby streams through its replication proxy. When the Toxiproxy
+        container finds a listen port of the run taken (a program outside this harness home bound it
+        meanwhile), the run is torn down and brought up again on fresh ports (at most
+        :data:`~harness.ports.PORT_ATTEMPTS` tries), as a local server is moved (``retry_on_port_in_use``)."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._up_once()
+            except PortInUseError as exc:
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                self.progress(f"{str(exc).splitlines()[0]}; bringing the run up again on fresh ports")
+        raise AssertionError("unreachable")
+
+    def _up_once(self) -> ComposeTopology:
         t0 = time.monotonic()
         preflight.check_up(self.engine.name, self.n_nodes)  # before any container or process starts
         self._docker = docker_client()
-        images = {"postgres": image_for(POSTGRES, self._docker), "toxiproxy": image_for(TOXIPROXY, self._docker)}
+        images = {spec.name: image_for(spec, self._docker) for spec in ENGINE_IMAGES[self.engine.name]}
         self.run_id = new_run_id()
         self.path = runs_dir() / self.run_id
         self.path.mkdir(mode=0o755)
@@ -215,9 +198,10 @@ class ComposeTopology(LocalTopology):
                 principal = self._principal_name()
                 self._wait_started(principal)
                 self._state.version = self._server_version(principal)
-                self._superuser_password(principal)
+                self._prepare_principal(principal)
                 for n in self._state.nodes:
                     if n.name != principal:
+                        self._standby_started(n.name)
                         self._wait_streaming(n.name, principal, timeout=90)
                 save_state(self.path, self._state)
                 for n in self._state.nodes:  # as local: one node.start per server (here all up together)
@@ -266,10 +250,7 @@ class ComposeTopology(LocalTopology):
         backup, so no initdb and no clone at start; without a template the entrypoint runs initdb on
         the principal and clones the standbys through their replication proxies) - its role and
         configuration (through links naming the proxies the compose file creates)."""
-        files = getattr(self.engine, "bootstrap_files", None)
-        if files is None:
-            raise ConfigError(f"engine {self.engine.name!r} has no container bootstrap; use --engine postgres")
-        bootstrap = files()
+        bootstrap = self._bootstrap_files()
         links = self._state.links
         self.links = (DirectLinks() if links.kind == "direct" else
                       ProxiedLinks(ToxiproxyClient(links.url or "", timeout=5), "compose", links.version or "?",
@@ -288,6 +269,18 @@ class ComposeTopology(LocalTopology):
         if template_dir is not None:  # built by the database user (initdb refuses root)
             self.engine.copy_template(template_dir(database_user()), *(Path(n.datadir) for n in self._state.nodes))
 
+    def _bootstrap_files(self) -> dict[str, str]:
+        """The files the entrypoint creates a data directory from (PostgreSQL: initdb arguments,
+        ``pg_hba.conf``, ...), written into each node's folder."""
+        files = getattr(self.engine, "bootstrap_files", None)
+        if files is None:
+            raise ConfigError(f"engine {self.engine.name!r} has no container bootstrap; use --engine postgres")
+        return dict(files())
+
+    def _standby_started(self, name: str) -> None:
+        """At ``up``, before waiting for a standby to stream: nothing for PostgreSQL (its entrypoint
+        makes the node a standby of its replication proxy)."""
+
     def _connect_links(self) -> None:
         """Wait for the Toxiproxy API; follow its log for connection events (when recording)."""
         if not isinstance(self.links, ProxiedLinks):
@@ -301,6 +294,14 @@ class ComposeTopology(LocalTopology):
             time.sleep(0.05)
         version = client.version()
         self._state.links.version = version
+        wanted = {name for names in self._state.links.proxies.values() for name in (names.client, names.replication)}
+        missing = wanted - set(client.proxies())
+        if missing:  # e.g. a listen port bound meanwhile by a program outside this harness home
+            log = self._container_log("toxiproxy")
+            taken = "address already in use" in log
+            raise (PortInUseError if taken else TopologyError)(
+                f"the Toxiproxy container did not create {len(missing)} of the run's proxies "
+                f"({', '.join(sorted(missing))}){': a listen port is taken' if taken else ''}; its log:\n{log}")
         owner = contextlib.ExitStack()
         owner.callback(client.close)
         handle = None
@@ -395,7 +396,7 @@ class ComposeTopology(LocalTopology):
             return self._container(service).logs(tail=15).decode(errors="replace")
         return "(no log)"
 
-    def _superuser_password(self, principal: str) -> None:
+    def _prepare_principal(self, principal: str) -> None:
         """Give the superuser the test password (a template has none: locally the superuser only
         uses the Unix socket), for the entrypoint's pg_rewind / pg_basebackup over TCP through the
         replication proxy (pg_hba asks for SCRAM there); the standbys get it through the WAL."""
@@ -461,18 +462,22 @@ class ComposeTopology(LocalTopology):
 
         s = self._node_state(name)
         container = self._container(name)
-        sig = getattr(signal, STOP_SIGNALS[mode])
+        sig = getattr(signal, self.stop_signals[mode])
         signal_group(s.pid or 0, signal.SIGCONT)  # a paused server cannot shut down
         if s.pid and pid_alive(s.pid):
+            self._before_stop(s.pid, mode)
             signal_pid(s.pid, sig)
         else:
             with contextlib.suppress(docker.errors.APIError):  # it may have exited already
-                container.kill(signal=STOP_SIGNALS[mode])
+                container.kill(signal=self.stop_signals[mode])
         try:
             container.wait(timeout=60)
         except Exception as exc:  # noqa: BLE001 - requests' timeout types vary
             container.kill()
             raise TopologyError(f"node {name} did not stop ({mode}) within 60 s; killed its container") from exc
+
+    def _before_stop(self, pid: int, mode: str) -> None:
+        """What the engine does on a running server before its stop signal: nothing for PostgreSQL."""
 
     def _hard_kill(self, name: str) -> None:
         """``docker kill`` (SIGKILL) the node's container: every server process at once."""

@@ -1,7 +1,7 @@
 """Container images of the Compose backend: the official images where a registry serves them
-(``postgres:15``, ``ghcr.io/shopify/toxiproxy:2.12.0``), else local stand-ins built here without any
-registry - a Debian base from ``mmdebstrap`` fed the host's own apt sources, PostgreSQL 15 ``FROM``
-it, and the real Toxiproxy binaries ``FROM scratch`` (like the official image).
+(``postgres:15``, ``mariadb:10.11``, ``ghcr.io/shopify/toxiproxy:2.12.0``), else local stand-ins built here without any
+registry - a Debian base from ``mmdebstrap`` fed the host's own apt sources, PostgreSQL 15 and
+MariaDB 10.11 ``FROM`` it, and the real Toxiproxy binaries ``FROM scratch`` (like the official image).
 
 Each stand-in is cached by its tag plus a label holding a hash of its build context, rebuilt only
 when that changes; a rebuild removes this harness's superseded image of that name and nothing else.
@@ -31,20 +31,27 @@ HOST_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 @dataclass(frozen=True)
 class ImageSpec:
     """One image the compose files use: ``official`` name, local stand-in ``local`` tag, the compose
-    variable that overrides it, and the folder of its build context under ``compose/images``."""
+    variable that overrides it, the folder of its build context under ``compose/images``, and whether
+    its Dockerfile builds ``FROM`` the Debian base (then the base's hash is part of its own)."""
 
     name: str
     official: str | None
     local: str
     variable: str | None
     context: str
+    from_base: bool = False
 
 
 BASE = ImageSpec("base", None, "failover-harness/debian:bookworm", None, "base")
-POSTGRES = ImageSpec("postgres", "postgres:15", "failover-harness/postgres:15", "FH_POSTGRES_IMAGE", "postgres")
+POSTGRES = ImageSpec("postgres", "postgres:15", "failover-harness/postgres:15", "FH_POSTGRES_IMAGE", "postgres",
+                     from_base=True)
+MARIADB = ImageSpec("mariadb", "mariadb:10.11", "failover-harness/mariadb:10.11", "FH_MARIADB_IMAGE", "mariadb",
+                    from_base=True)
 TOXIPROXY = ImageSpec("toxiproxy", "ghcr.io/shopify/toxiproxy:2.12.0", "failover-harness/toxiproxy:2.12.0",
                       "FH_TOXIPROXY_IMAGE", "toxiproxy")
-RUNTIME_IMAGES = (POSTGRES, TOXIPROXY)
+RUNTIME_IMAGES = (POSTGRES, MARIADB, TOXIPROXY)
+#: The images a run of each database engine needs (its servers', the fault proxy's).
+ENGINE_IMAGES = {"postgres": (POSTGRES, TOXIPROXY), "mariadb": (MARIADB, TOXIPROXY)}
 
 
 def toxiproxy_dir() -> Path:
@@ -92,7 +99,7 @@ def _context_files(spec: ImageSpec) -> list[tuple[str, Path]]:
 
 def context_hash(spec: ImageSpec, base_hash: str = "") -> str:
     """The hash of an image's build context (for the base: the bootstrap recipe and the host's
-    apt sources; for PostgreSQL it includes the base's hash, so a new base rebuilds it)."""
+    apt sources; for an image ``FROM`` the base it includes the base's hash, so a new base rebuilds it)."""
     if spec is BASE:
         sources = HOST_SOURCES.read_bytes().decode(errors="replace") if HOST_SOURCES.exists() else ""
         return _hash_files(_context_files(spec), sources)
@@ -143,23 +150,23 @@ class ImageBuilder:
             if local_image(self.client, spec.official) is not None:
                 used[spec.name] = spec.official
                 continue
-            fresh_local = self._fresh(spec, base_hash if spec is POSTGRES else "")
+            fresh_local = self._fresh(spec, base_hash if spec.from_base else "")
             if fresh_local:
                 used[spec.name] = spec.local
                 continue
             if pull and self._try_pull(spec.official):
                 used[spec.name] = spec.official
                 continue
-            if spec is POSTGRES:
+            if spec.from_base and base_hash is None:
                 base_hash = self.ensure_base()
-            used[spec.name] = self.build(spec, base_hash if spec is POSTGRES else "")
+            used[spec.name] = self.build(spec, base_hash if spec.from_base else "")
         return used
 
     def _fresh(self, spec: ImageSpec, base_hash: str | None) -> bool:
         image = local_image(self.client, spec.local)
         if image is None:
             return False
-        if spec is POSTGRES and base_hash is None:
+        if spec.from_base and base_hash is None:
             base = local_image(self.client, BASE.local)
             base_hash = _labels(base).get(HASH_LABEL, "") if base is not None else context_hash(BASE)
         return _labels(image).get(HASH_LABEL) == context_hash(spec, base_hash or "")

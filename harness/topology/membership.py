@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import InvalidOperation, UnknownNodeError
 from harness.ports import allocate_port, hand_over, holder, release_port
-from harness.topology.capabilities import refusal
+from harness.topology.capabilities import engine_operation_refusal
 from harness.topology.process import signal_group
 from harness.topology.run import release_shared_memory, save_state
 from harness.topology.state import KILLED, PAUSED, PRINCIPAL, RUNNING, STANDBY, NodeState, RunState
@@ -51,7 +51,7 @@ def next_name(state: RunState) -> str:
 def unsupported(state: RunState, op: str) -> str | None:
     """Why run ``state`` cannot ``op`` (``add-node`` / ``remove-node``) at all, with what to do
     instead; None where its backend can (the capability table, :mod:`harness.topology.capabilities`)."""
-    why = refusal(state.backend, op.replace("-", "_"))
+    why = engine_operation_refusal(state.backend, state.engine or "postgres", op.replace("-", "_"))
     if why is None:
         return None
     return f"{op} on the {state.backend!r} backend (run {state.run}): {why}"

@@ -15,7 +15,13 @@ What the proxies cannot see - a connect refused because a proxy is disabled (``p
 how=refuse``) - a packet capture on the loopback interface sees (:mod:`harness.capture`): a
 subscriber gets its ``conn.refused`` events beside the proxy's ``conn.*`` ones, and one
 ``harness.capture`` event saying whether the capture runs (``FAILOVER_HARNESS_CAPTURE=off`` turns it
-off)."""
+off).
+
+Where the proxy's events come from its log (the Toxiproxy container of the compose backend: each line
+stamped when the engine's log copier read it, 10-20 ms late under load), the same capture stamps each
+accepted client connect instead: ``conn.accepted.t`` becomes the kernel's time of the client's SYN,
+which the listener answered (OBS-1; docs/compose.md, "Connection events"). An accept whose SYN the
+capture did not see keeps the log's stamp."""
 
 from __future__ import annotations
 
@@ -39,6 +45,11 @@ from harness.toxiproxy.models import ConnEvent, split_hostport
 from harness.toxiproxy.server_choice import FaultProxyHandle, start_fault_proxy
 
 CAPTURE_ENV = "FAILOVER_HARNESS_CAPTURE"
+#: Proxy kinds whose ``conn.accepted`` events the capture re-stamps with the client's SYN time (their
+#: events come from a log read late; see the module docstring).
+SYN_STAMPED = ("compose",)
+#: How much earlier than the log's stamp a SYN may be and still be taken for that accept.
+SYN_WINDOW = 1.0
 
 
 class ProxiedLinks:
@@ -190,8 +201,16 @@ class ProxiedLinks:
         """Connection events of the proxy server (none where the server has no event stream), plus the
         refused connects at the client-facing listen addresses (``conn.refused``) and one
         ``harness.capture`` event saying whether that capture runs, all to ``callback``."""
-        unsubscribe = self.handle.subscribe(callback) if self.handle is not None else (lambda: None)
+        feeds: list[_CaptureFeed] = []
+        deliver = callback
+        if self.proxy_kind in SYN_STAMPED:
+            def deliver(event: ConnEvent | Observation) -> None:
+                if feeds and isinstance(event, ConnEvent) and event.type == "conn.accepted":
+                    event = feeds[0].syn_stamped(event)
+                callback(event)
+        unsubscribe = self.handle.subscribe(deliver) if self.handle is not None else (lambda: None)
         feed = _CaptureFeed(self._targets, callback)
+        feeds.append(feed)
         self._captures.append(feed)
 
         def stop() -> None:
@@ -247,6 +266,25 @@ class _CaptureFeed:
         # list: the events recorded so far hold the old one)
         self._callback(Observation(time.monotonic(), "harness.capture", {
             "available": True, "method": self._capture.method, "reason": None, "targets": [watched], "added": True}))
+
+    def syn_stamped(self, event: ConnEvent) -> ConnEvent:
+        """``event`` (a ``conn.accepted`` derived from the proxy's log) stamped with the capture time
+        of the client's SYN to that listen address, when the capture saw it no later than the log's
+        stamp and at most :data:`SYN_WINDOW` seconds before; else ``event`` as it is. A SYN not seen
+        yet is waited for once (the capture drains what the kernel queued: :meth:`settle`)."""
+        if self._capture is None:
+            return event
+        try:
+            client = split_hostport(str(event.fields.get("client", "")))
+            listen = split_hostport(str(event.fields.get("listen", "")))
+        except (ValueError, ConfigError):
+            return event
+        syn = self._capture.syn_time(client, listen)
+        if syn is None and self._capture.settle(0.5) is None:
+            syn = self._capture.syn_time(client, listen)
+        if syn is None or not event.t - SYN_WINDOW <= syn <= event.t:
+            return event
+        return ConnEvent(event.seq, syn, event.type, event.fields)
 
     def remove_target(self, listen: str) -> None:
         """Stop watching a removed node's listen address (its port may serve another proxy later)."""

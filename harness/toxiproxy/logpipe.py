@@ -181,7 +181,10 @@ class LogEventPipe:
                     http.get(f"{self.url}/version", headers={"User-Agent": agent})
                 except httpx.HTTPError:
                     self._probes.pop(agent, None)
-                del_old = [a for a, sent in self._probes.items() if time.monotonic() - sent > 10]
+                # a snapshot: the deriving thread pops probes meanwhile (:meth:`_probed`); iterating the
+                # dict itself raised "dictionary changed size during iteration" under load and ended
+                # this thread, and with it every later harness.stall of this log path
+                del_old = [a for a, sent in list(self._probes.items()) if time.monotonic() - sent > 10]
                 for a in del_old:
                     self._probes.pop(a, None)
 

@@ -46,10 +46,11 @@ def suite_env(kind: str, binary: str | None, reports: Path) -> dict[str, str]:
 
 
 def run_suites(kind: str, binary: str | None, reports: Path, select: list[str] | None = None,
-               env: dict[str, str] | None = None) -> SuiteRun:
+               env: dict[str, str] | None = None, options: list[str] | None = None) -> SuiteRun:
     """Run the suites (or the ``select``ed test ids) with the ``kind`` fault proxy; ``kind="compose"``
-    runs them on ``--backend compose``."""
-    args = [sys.executable, "-m", "harness.cli", "run", *(select or SUITES)]
+    runs them on ``--backend compose``; ``options`` go to ``failover-harness run`` (e.g. ``--engine
+    mariadb -m "not slow"``)."""
+    args = [sys.executable, "-m", "harness.cli", "run", *(select or SUITES), *(options or [])]
     if kind == "compose":
         args += ["--backend", "compose", f"--pytest-arg=--junitxml={reports / 'junit.xml'}"]
     t0 = time.monotonic()
