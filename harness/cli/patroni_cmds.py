@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from harness.errors import ConfigError, UnknownNodeError
-from harness.topology.patroni import PATRONI_TOPOLOGIES, PatroniCluster, is_patroni_run
+from harness.topology.patroni import PATRONI_TOPOLOGIES, PatroniCluster, check_backend, is_patroni_run
 
 __all__ = ["PATRONI_ACTIONS", "PATRONI_TOPOLOGIES", "down", "fault", "is_patroni_run", "status", "up"]
 
@@ -41,9 +41,7 @@ def _say(enabled: bool):
 def up(args: argparse.Namespace) -> int:
     """``up --topology patroni-*``: only ``--detach`` (the run outlives the command) or a foreground
     run until Ctrl-C, on the local backend, PostgreSQL, behind the fault proxy."""
-    if args.backend != "local":
-        raise ConfigError(f"topology {args.topology!r} runs on the local backend only (compose Patroni topology "
-                          "not built); drop --backend")
+    check_backend(args.backend)  # the capability table's one-line reason on compose
     if args.engine not in (None, "postgres"):
         raise ConfigError(f"topology {args.topology!r} runs PostgreSQL; drop --engine")
     if not args.proxy:

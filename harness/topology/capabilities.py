@@ -45,6 +45,9 @@ CAPABILITIES: tuple[Capability, ...] = (
                        "up pg-group3, then add-node"),
     Capability("engine mariadb", "topology", "MariaDB 10.11 GTID pair / group (mariadb-pair, mariadb-group3)",
                compose=_MARIADB_ON_COMPOSE),
+    Capability("patroni-pair / patroni-group3", "topology",
+               "Patroni 3 per node over one etcd, every link behind the fault proxy (suites/ham, make chaos-ham)",
+               compose="compose Patroni topology not built: run patroni-pair / patroni-group3 with --backend local"),
     Capability("links direct", "topology", "clients and replication straight to the servers (--no-proxy)"),
     Capability("links object", "topology", "the caller's own Links object in front of the nodes",
                compose="the compose backend brings its own fault proxy (the Toxiproxy container): pass "

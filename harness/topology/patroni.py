@@ -38,7 +38,7 @@ from harness.topology import patroni_rest as rest
 from harness.topology import preflight
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config
 from harness.topology.patroni_history import RunHistory, keep_run_history
-from harness.topology.patroni_probe import Probe, probe_node
+from harness.topology.patroni_probe import Observer, Probe, probe_node
 from harness.topology.patroni_settings import DEFAULT_TIMING, PatroniTiming
 from harness.topology.postgres import APP_DATABASE, APP_USER, admin_connect, pg_bindir, server_version
 from harness.topology.process import (
@@ -72,6 +72,20 @@ PATRONI_BIN = "/usr/bin/patroni"
 ETCD_BIN = "/usr/bin/etcd"
 #: Proxy kinds of a node besides its client proxy, in the order they are listed.
 LINKS = ("client", "repl", "api", "dcs")
+
+
+#: The capability row of the Patroni topologies (harness/topology/capabilities.py).
+CAPABILITY = "patroni-pair / patroni-group3"
+
+
+def check_backend(backend: str) -> None:
+    """The Patroni topologies run on the local backend only: on another one a ConfigError with the
+    capability table's one-line reason."""
+    from harness.topology.capabilities import refusal
+
+    why = refusal(backend, CAPABILITY)
+    if why:
+        raise ConfigError(why)
 
 
 def is_patroni_run(run_id: str) -> bool:
@@ -669,6 +683,22 @@ class PatroniCluster:
                         return {"via": n}
             raise TopologyError("no Patroni REST API accepted the maintenance-mode change")
         return self._op("pause" if paused else "resume", None, body)
+
+    def observe(self, history: Any = None) -> Observer:
+        """A background observer recording ``ham.probe`` events of every node into ``history``
+        (default: this cluster's) while the ``with`` block runs (HAM-1/2/3/5/6 evidence)."""
+        def nodes() -> list[tuple[str, Path, int, str]]:
+            return [(n.name, self.path / n.name, n.port, self.api_address(n.name)) for n in self.state().nodes]
+        return Observer(nodes, history if history is not None else self.history)
+
+    def dsn(self, target_session_attrs: str = "read-write") -> str:
+        """A libpq multi-host connection string over every node's client proxy for the test login
+        (its password in the run's 0600 password file), so a client finds the leader itself."""
+        state = self.state()
+        hosts = ",".join(n.client_host for n in state.nodes)
+        ports = ",".join(str(n.client_port) for n in state.nodes)
+        return (f"host={hosts} port={ports} dbname={APP_DATABASE} user={APP_USER} passfile={self.path / 'pgpass'} "
+                f"target_session_attrs={target_session_attrs} connect_timeout=2")
 
     def describe(self) -> dict[str, Any]:
         """The CLI JSON shape: run, topology, timings, nodes with their addresses and proxies."""

@@ -10,7 +10,9 @@ is in recovery, nothing sent), ``error`` (refused or failed) or None (no connect
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,11 +67,16 @@ def _server_view(socket_dir: Path, port: int, node: str) -> tuple[bool | None, s
             return True, "read-only", timeline, bool(row and row[1] == "streaming"), None
         wal = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()[0]
         timeline = int(wal[:8], 16)
+        # statement_timeout ends before the commit's wait for the synchronous standby: a cancel
+        # request after WRITE_TIMEOUT_MS ends that wait (the commit stays local: a WARNING notice)
+        timer = threading.Timer(WRITE_TIMEOUT_MS / 1000, conn.cancel)
+        timer.start()
         try:
-            conn.execute(f"SET statement_timeout = {WRITE_TIMEOUT_MS}")
             conn.execute("INSERT INTO ham_probe (node, t) VALUES (%s, %s)", (node, time.monotonic()))
         except psycopg.Error as exc:
             return False, "error", timeline, None, str(exc).strip().splitlines()[0][:200]
+        finally:
+            timer.cancel()
         if any("synchronous replication" in n for n in notices):
             return False, "local-only", timeline, None, notices[-1][:200]
         return False, "ok", timeline, None, None
@@ -86,3 +93,33 @@ def probe_node(node: str, socket_dir: Path, port: int, api_address: str) -> Prob
     primary = rest.status(api_address, "/primary")
     replica = rest.status(api_address, "/replica")
     return Probe(node, t0, time.monotonic(), recovery, write, timeline, primary, replica, streaming, error)
+
+
+class Observer:
+    """Observes every node in turn, over and over, from a background thread, and records each
+    observation as a ``ham.probe`` event (``t`` = its start) into ``history`` - the evidence of
+    HAM-1/2/3/5/6. Use as a context manager; ``nodes`` returns ``(name, socket_dir, port,
+    api_address)`` for every node each round (a node added or removed is followed)."""
+
+    def __init__(self, nodes: Callable[[], list[tuple[str, Path, int, str]]], history: Any,
+                 pause: float = 0.05) -> None:
+        self.nodes, self.history, self.pause = nodes, history, pause
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ham-observer", daemon=True)
+        self.rounds = 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, socket_dir, port, api in self.nodes():
+                p = probe_node(name, socket_dir, port, api)
+                self.history.record("ham.probe", t=p.t, **p.fields())
+            self.rounds += 1
+            self._stop.wait(self.pause)
+
+    def __enter__(self) -> Observer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
