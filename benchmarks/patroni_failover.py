@@ -48,6 +48,7 @@ def main() -> None:
         failover: list[float] = []
         for i in range(args.repeat):
             leader = c.wait_one_leader(timeout=60)
+            c.wait_sync_standby(timeout=60)  # in synchronous_mode Patroni promotes only that one
             t0 = time.monotonic()
             c.kill(leader, wait=False)
             c.wait_one_leader(timeout=c.failover_budget(), exclude=leader)
@@ -58,6 +59,7 @@ def main() -> None:
         demote: list[float] = []
         for i in range(0 if args.skip_dcs else args.repeat):
             leader = c.wait_one_leader(timeout=60)
+            c.wait_sync_standby(timeout=60)
             t0 = time.monotonic()
             c.cut(leader, "dcs")
             demote.append(_until(lambda n=leader: c.probe(n).write != "ok", t.ttl + 30, 0.05))

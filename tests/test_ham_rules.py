@@ -166,6 +166,15 @@ def test_ham_3_unknown_when_the_observation_ends_early_or_a_replica_died() -> No
     assert check_ham_3(h.events).valid == "unknown"
 
 
+def test_ham_3_unknown_when_no_synchronous_standby_was_named_at_the_loss() -> None:
+    h = _kill_history(new_leader_at=None, end=40)
+    kill = next(e for e in h.events if e.type == "ham.kill")
+    h.events[kill.index] = Event(kill.index, kill.t, kill.type, {**kill.fields, "sync_standby": None})
+    assert check_ham_3(h.events).valid == "unknown"
+    h.events[kill.index] = Event(kill.index, kill.t, kill.type, {**kill.fields, "sync_standby": "n2"})
+    assert check_ham_3(h.events).valid is False
+
+
 def test_ham_3_a_killed_manager_alone_is_not_a_machine_loss() -> None:
     h = H().add(1.0, "ham.kill", node="n1", was_leader=True, what="patroni")
     assert check_ham_3(h.events).valid == "unknown"

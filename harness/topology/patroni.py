@@ -483,6 +483,18 @@ class PatroniCluster:
                                     f"(see {self.path / name / 'patroni.log'})")
             time.sleep(0.2)
 
+    def sync_standby(self) -> str | None:
+        """The node Patroni names synchronous standby now (``GET /sync`` 200), or None - in
+        synchronous_mode the only node Patroni may promote (HAM-3 / HAM-4)."""
+        for n in self.names:
+            if rest.status(self.api_address(n), "/sync") == 200:
+                return n
+        return None
+
+    def wait_sync_standby(self, timeout: float = 60) -> str:
+        """Wait until Patroni names a synchronous standby (synchronous_mode) and return it."""
+        return self._wait_sync_standby(timeout)
+
     def _wait_sync_standby(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while True:
@@ -568,11 +580,15 @@ class PatroniCluster:
         groups at once). With ``wait``, returns once one other node accepts writes (HAM-3)."""
         def body() -> dict[str, Any]:
             was_leader = self._leader_quick() == name
+            sync = self.sync_standby()
             self._kill_patroni(name)
             self._kill_postmaster(name)
             self._set_node(name, KILLED)
-            self._emit("ham.kill", node=name, was_leader=was_leader, what="patroni+postgres")
-            out: dict[str, Any] = {"was_leader": was_leader}
+            self._emit("ham.kill", node=name, was_leader=was_leader, what="patroni+postgres", sync_standby=sync)
+            out: dict[str, Any] = {"was_leader": was_leader, "sync_standby": sync}
+            if wait and was_leader and self.timing.synchronous_mode and sync is None:
+                raise InvalidOperation(f"{name} was lost with no synchronous standby named: in synchronous_mode "
+                                       "Patroni promotes no other node (start it again with 'fault start')")
             if wait:
                 out["new_leader"] = self.wait_one_leader(timeout=self.failover_budget(), exclude=name)
             return out
@@ -582,8 +598,9 @@ class PatroniCluster:
         """Patroni of ``name`` dies (SIGKILL); its PostgreSQL server keeps running."""
         def body() -> dict[str, Any]:
             was_leader = self._leader_quick() == name
+            sync = self.sync_standby()
             self._kill_patroni(name)
-            self._emit("ham.kill", node=name, was_leader=was_leader, what="patroni")
+            self._emit("ham.kill", node=name, was_leader=was_leader, what="patroni", sync_standby=sync)
             out: dict[str, Any] = {"was_leader": was_leader}
             if wait:
                 out["new_leader"] = self.wait_one_leader(timeout=self.failover_budget())
@@ -658,13 +675,15 @@ class PatroniCluster:
         """Cut ``name`` from etcd. With ``hold``: heal after that many seconds; then (``wait``)
         return once one node accepts writes. Without ``hold`` the cut stays (``heal_dcs``)."""
         def body() -> dict[str, Any]:
+            was_leader = self._leader_quick() == name
             self.cut(name, "dcs")
             if hold is not None:
                 time.sleep(hold)
                 self.heal(name, "dcs")
-            out: dict[str, Any] = {"hold": hold}
-            if wait:
-                out["leader_after"] = self.wait_one_leader(timeout=self.failover_budget())
+            out: dict[str, Any] = {"hold": hold, "was_leader": was_leader}
+            if wait:  # a leader cut for good must give way (HAM-2): wait for another one
+                exclude = name if was_leader and hold is None else None
+                out["leader_after"] = self.wait_one_leader(timeout=self.failover_budget(), exclude=exclude)
             return out
         return self._op("partition-dcs", name, body)
 

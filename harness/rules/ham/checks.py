@@ -123,7 +123,9 @@ def check_ham_2(events: Sequence[Event], *, tolerance_s: float = 1.0) -> Verdict
 def check_ham_3(events: Sequence[Event], *, tolerance_s: float = 5.0) -> Verdict:
     """HAM-3: after the leader's machine is lost (Patroni and PostgreSQL killed), another node
     accepts writes within ttl + loop_wait (the leader key expires at most ttl after its last
-    update; the replicas race in their next loop), + ``tolerance_s`` for the promotion."""
+    update; the replicas race in their next loop), + ``tolerance_s`` for the promotion. In
+    synchronous_mode only the synchronous standby may be promoted: a loss recorded with none
+    (``sync_standby`` empty) is *unknown*."""
     rule = "HAM-3"
     s = settings(events)
     if s is None:
@@ -138,6 +140,9 @@ def check_ham_3(events: Sequence[Event], *, tolerance_s: float = 5.0) -> Verdict
     details: list[dict[str, float]] = []
     for kill in kills:
         dead = str(kill.get("node"))
+        if s.synchronous_mode and "sync_standby" in kill.fields and not kill.get("sync_standby"):
+            return _unknown(rule, expected, f"no synchronous standby when {dead} was lost: in synchronous_mode "
+                                            "Patroni promotes none (HAM-4 comes first)")
         deadline = kill.t + bound + tolerance_s
         after = [o for o in obs if o.t >= kill.t and o.node != dead]
         first_ok = next((o for o in after if o.writable), None)
