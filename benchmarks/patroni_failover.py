@@ -35,7 +35,13 @@ def _until(check, timeout: float, poll: float = 0.1) -> float:
 
 
 def _rejoin(c: PatroniCluster, node: str) -> None:
-    _until(lambda: c.probe(node).streaming is True, 120, 0.5)
+    """Until ``node`` streams the current leader's timeline (not just the old one for a moment)."""
+    timeline = c.probe(c.wait_one_leader(timeout=60)).timeline or 0
+
+    def back() -> bool:
+        p = c.probe(node)
+        return bool(p.streaming) and (p.timeline or 0) >= timeline
+    _until(back, 120, 0.5)
 
 
 def main() -> None:

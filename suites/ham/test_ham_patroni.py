@@ -23,6 +23,18 @@ def _settle(cluster: PatroniCluster, seconds: float = 1.0) -> None:
     time.sleep(seconds)
 
 
+def _until_streaming(cluster: PatroniCluster, node: str, timeline: int, timeout: float) -> None:
+    """Wait (bounded) until ``node`` streams ``timeline`` or later - a walreceiver that connects to
+    the new leader on the old timeline streams for a moment before pg_rewind, so streaming alone
+    is not the rejoin HAM-6 asks for."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = cluster.probe(node)
+        if p.streaming and (p.timeline or 0) >= timeline:
+            return
+        time.sleep(0.5)
+
+
 @pytest.mark.rule("HAM-1", "HAM-4", "HAM-5", "HAM-6")
 def test_switchover_through_patroni(patroni: PatroniCluster, history: History, check: Check) -> None:
     """``POST /switchover``: one writer throughout, the former leader back as a replica of the new
@@ -73,12 +85,11 @@ def test_dcs_cut_longer_than_ttl_demotes_the_leader(patroni: PatroniCluster, his
         _settle(patroni)
         leader = patroni.wait_one_leader(timeout=10)
         patroni.partition_dcs(leader, wait=False)
-        patroni.wait_one_leader(timeout=patroni.failover_budget(), exclude=leader)
+        new_leader = patroni.wait_one_leader(timeout=patroni.failover_budget(), exclude=leader)
+        timeline = patroni.probe(new_leader).timeline or 0
         time.sleep(max(0.0, patroni.timing.ttl - 10))  # observed past ttl after the cut
         patroni.heal_dcs(leader)
-        deadline = time.monotonic() + 60
-        while patroni.probe(leader).streaming is not True and time.monotonic() < deadline:
-            time.sleep(0.5)
+        _until_streaming(patroni, leader, timeline, timeout=90)
         _settle(patroni, 2.0)
     check([check_ham_2(history.events()), check_ham_1(history.events()), check_ham_6(history.events())])
 
