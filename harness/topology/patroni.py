@@ -513,7 +513,7 @@ class PatroniCluster:
     # -------------------------------------------------------------------------- events
     def _emit(self, type_: str, **fields: Any) -> None:
         if self.history is not None:
-            self.history.record(type_, **fields)
+            self.history.record(type_, **{"run": self.run_id, **fields})
 
     def _op(self, op: str, node: str | None, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         leader = self._leader_quick()
