@@ -17,6 +17,7 @@
 #   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
 #   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
 #   make matrix-app - the app suites against every registered pool -> docs/matrix-app.md
+#   make chaos-ham - the HAM suites (Patroni over etcd, suites/ham; local backend only; not part of make chaos)
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -44,7 +45,7 @@ MIR_DRIVER_CLIENTS ?= lpq-libpq,lpq-psycopg,lpq-psycopg2,lpq-asyncpg,lpq-postgre
 # The app matrix columns (make matrix-app): every registered pool but the `reference` alias.
 APP_CLIENTS ?= sqlalchemy-preping,sqlalchemy,psycopg-pool-check,psycopg-pool,asyncpg-pool,node-pg-pool,hikaricp
 
-.PHONY: setup compose-setup test chaos lint bench mutation matrix matrix-mir matrix-app clean
+.PHONY: setup compose-setup test chaos chaos-ham lint bench mutation matrix matrix-mir matrix-app clean
 
 setup:
 	@bash scripts/setup.sh
@@ -77,11 +78,15 @@ test: setup
 	$(STOP_ENGINE); exit $$status
 
 chaos: setup $(if $(filter compose,$(BACKEND)),compose-setup)
-	$(FH) run --backend $(BACKEND) suites; status=$$?; \
+	$(FH) run --backend $(BACKEND) --pytest-arg=--ignore=suites/ham suites; status=$$?; \
 	$(FH) run --backend $(BACKEND) --engine mariadb --append-results -m "not slow" \
 		suites/durability suites/persistent || status=1; \
 	$(FH) report; \
 	$(if $(filter compose,$(BACKEND)),$(STOP_ENGINE);) exit $$status
+
+# The HAM suites (real Patroni 3 + etcd, docs/ha-managers.md): their own target, not part of make chaos.
+chaos-ham: setup
+	$(FH) run --backend local suites/ham; status=$$?; $(FH) report; exit $$status
 
 lint: setup
 	$(VENV)/bin/ruff check harness tests suites benchmarks scripts

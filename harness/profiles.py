@@ -63,6 +63,8 @@ PROFILES: tuple[Profile, ...] = (
             client_protocol="harness.clients.app.protocol:AppPool",
             client_modules=("harness.clients.app",), checker_modules=("harness.rules.app",),
             workload="harness.workload.app", suites="suites/app"),
+    Profile("ham", "HA managers (Patroni)", ("HAM",), default_client=None,
+            checker_modules=("harness.rules.ham",), suites="suites/ham"),
 )
 
 

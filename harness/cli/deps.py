@@ -62,6 +62,8 @@ SYSTEM: tuple[Dependency, ...] = (
     Dependency("PostgreSQL JDBC driver", "/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java",
                "pgjdbc clients"),
     Dependency("HikariCP", "/usr/share/java/HikariCP.jar", "libhikaricp-java", "app client hikaricp"),
+    Dependency("Patroni", "/usr/bin/patroni", "patroni", "topologies patroni-* (suites/ham)", ("--version",)),
+    Dependency("etcd", "/usr/bin/etcd", "etcd-server", "topologies patroni-* (the DCS)", ("--version",)),
     Dependency("Node.js", "node", "nodejs", "node-pg / postgres-js clients", ("--version",)),
     Dependency("npm", "npm", "npm", "installing the Allure command line and the Node drivers", ("--version",)),
     Dependency("C compiler", "gcc", "gcc", "the compiled proxy framing when building from source"),

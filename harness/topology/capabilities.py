@@ -48,6 +48,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("mariadb-pair", "topology", "MariaDB 10.11 principal + mirror, GTID replication, semi-sync as "
                                            "sync mode (compose/mariadb-pair.yml)"),
     Capability("mariadb-group3", "topology", "MariaDB 10.11 principal + two replicas (compose/mariadb-group3.yml)"),
+    Capability("patroni-pair / patroni-group3", "topology",
+               "Patroni 3 per node over one etcd, every link behind the fault proxy (suites/ham, make chaos-ham)",
+               compose="compose Patroni topology not built: run patroni-pair / patroni-group3 with --backend local"),
     Capability("links direct", "topology", "clients and replication straight to the servers (--no-proxy)"),
     Capability("links object", "topology", "the caller's own Links object in front of the nodes",
                compose="the compose backend brings its own fault proxy (the Toxiproxy container): pass "

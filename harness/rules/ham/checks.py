@@ -1,0 +1,253 @@
+"""HAM-1 … HAM-6 - what Patroni documents of itself (RULEBOOK HAM, docs/rules.md), judged on the
+servers' and the REST API's view (:mod:`harness.rules.ham.model`). Pure checkers
+``check_ham_N(events, **params) -> Verdict``; every bound is computed from the settings the run
+recorded (``ham.settings``), with an explicit tolerance for the observation and the promotion.
+
+A verdict is *unknown* (never a violation) when the history does not hold what the rule needs: no
+settings, no observation after the fault, or an observation that ends before the bound."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from harness.history.core import Event
+from harness.rules.durability import check_no_acknowledged_write_lost
+from harness.rules.ham.model import (
+    ROLE_EVENTS,
+    Observation,
+    observations,
+    of_type,
+    settings,
+    write_stretches,
+)
+from harness.rules.verdict import UNKNOWN, Verdict
+
+
+def _unknown(rule: str, expected: str, why: str) -> Verdict:
+    return Verdict(rule, UNKNOWN, expected, why)
+
+
+def check_ham_1(events: Sequence[Event]) -> Verdict:
+    """HAM-1: never two nodes accepting writes at once, as the servers themselves answer.
+
+    Each node's maximal stretch of observations that accepted the harness's write covers the closed
+    interval from its first observation's start to its last one's end; two stretches of different
+    nodes that intersect (touching counts) are two writers at once."""
+    rule, expected = "HAM-1", "at most one node accepting writes at any moment"
+    obs = observations(events)
+    stretches = write_stretches(obs)
+    if not stretches:
+        return _unknown(rule, expected, "no node was observed accepting a write")
+    for i, a in enumerate(stretches):
+        for b in stretches[i + 1:]:
+            if b.start > a.end:
+                break
+            if b.node != a.node:
+                return Verdict(rule, False, expected,
+                               f"{a.node} accepted writes from t={a.start:.3f} to t={a.end:.3f} and {b.node} "
+                               f"from t={b.start:.3f} to t={b.end:.3f}",
+                               (a.first, a.last, b.first, b.last))
+    nodes = sorted({s.node for s in stretches})
+    return Verdict(rule, True, expected, f"{len(stretches)} write stretch(es) on {', '.join(nodes)}, none overlapping")
+
+
+def _demotion(obs: list[Observation], since: float) -> tuple[Observation | None, Observation | None]:
+    """The last writable observation at or after ``since`` before the first one that is not, and that one."""
+    last_ok: Observation | None = None
+    for o in obs:
+        if o.t < since:
+            continue
+        if o.writable:
+            last_ok = o
+        else:
+            return last_ok, o
+    return last_ok, None
+
+
+def check_ham_2(events: Sequence[Event], *, tolerance_s: float = 1.0) -> Verdict:
+    """HAM-2: a leader cut from the DCS stops accepting writes within ttl of the cut, and a cut
+    shorter than retry_timeout does not demote it ("DCS or network issues shorter than retry_timeout
+    will not cause Patroni to demote the leader"); a demotion less than retry_timeout after the cut
+    is early. Bounds from the recorded settings, ± ``tolerance_s``."""
+    rule = "HAM-2"
+    s = settings(events)
+    if s is None:
+        return _unknown(rule, "a leader cut from the DCS demotes within ttl, not before retry_timeout",
+                        "no ham.settings in the history")
+    expected = (f"a leader cut from the DCS stops accepting writes between retry_timeout ({s.retry_timeout:g} s) "
+                f"and ttl ({s.ttl:g} s) after the cut; not at all for a cut shorter than retry_timeout")
+    cuts = [e for e in of_type(events, "ham.dcs.cut") if e.get("was_leader")]
+    if not cuts:
+        return _unknown(rule, expected, "no DCS cut of the leader in the history")
+    heals = of_type(events, "ham.dcs.heal")
+    judged: list[str] = []
+    for cut in cuts:
+        node = str(cut.get("node"))
+        heal = next((h for h in heals if h.get("node") == node and h.t >= cut.t), None)
+        obs = observations(events, node)
+        last_ok, first_not = _demotion(obs, cut.t)
+        short = heal is not None and heal.t - cut.t < s.retry_timeout - tolerance_s
+        if short:
+            quiet_until = heal.t + s.loop_wait + s.retry_timeout  # the loop that was retrying has ended
+            if first_not is not None and first_not.t_end <= quiet_until:
+                return Verdict(rule, False, expected,
+                               f"{node} was cut from the DCS for {heal.t - cut.t:.2f} s (< retry_timeout) and "
+                               f"stopped accepting writes at t={first_not.t:.3f}, {first_not.t - cut.t:.2f} s "
+                               "after the cut", (cut.index, heal.index, first_not.index))
+            if not any(o.t >= quiet_until for o in obs):
+                return _unknown(rule, expected, f"{node}'s observation ends before the cut's effects would be over")
+            judged.append(f"{node}: {heal.t - cut.t:.2f} s cut, no demotion")
+            continue
+        if first_not is None:
+            late = [o for o in obs if o.t > cut.t + s.ttl + tolerance_s and o.writable]
+            if late and (heal is None or heal.t > late[0].t):
+                return Verdict(rule, False, expected,
+                               f"{node} still accepted writes at t={late[0].t:.3f}, {late[0].t - cut.t:.2f} s "
+                               f"after the DCS cut (ttl {s.ttl:g} s)", (cut.index, late[0].index))
+            return _unknown(rule, expected, f"{node} was not observed after the cut long enough to see it demote")
+        lo = last_ok.t_end if last_ok is not None else cut.t  # demoted in (lo, first_not.t_end]
+        if first_not.t_end < cut.t + s.retry_timeout - tolerance_s:
+            return Verdict(rule, False, expected,
+                           f"{node} stopped accepting writes {first_not.t_end - cut.t:.2f} s after the DCS cut, "
+                           f"before retry_timeout ({s.retry_timeout:g} s)", (cut.index, first_not.index))
+        if lo > cut.t + s.ttl + tolerance_s:
+            return Verdict(rule, False, expected,
+                           f"{node} accepted writes until {lo - cut.t:.2f} s after the DCS cut (ttl {s.ttl:g} s)",
+                           (cut.index, first_not.index))
+        judged.append(f"{node} demoted {lo - cut.t:.2f}-{first_not.t_end - cut.t:.2f} s after the cut")
+    return Verdict(rule, True, expected, "; ".join(judged),
+                   details={"settings": dataclasses.asdict(s)})
+
+
+def check_ham_3(events: Sequence[Event], *, tolerance_s: float = 5.0) -> Verdict:
+    """HAM-3: after the leader's machine is lost (Patroni and PostgreSQL killed), another node
+    accepts writes within ttl + loop_wait (the leader key expires at most ttl after its last
+    update; the replicas race in their next loop), + ``tolerance_s`` for the promotion. In
+    synchronous_mode only the synchronous standby may be promoted: a loss recorded with none
+    (``sync_standby`` empty) is *unknown*."""
+    rule = "HAM-3"
+    s = settings(events)
+    if s is None:
+        return _unknown(rule, "a new leader within ttl + loop_wait of the leader's loss", "no ham.settings")
+    bound = s.ttl + s.loop_wait
+    expected = f"a new leader accepting writes within ttl + loop_wait = {bound:g} s (+{tolerance_s:g} s) of the loss"
+    kills = [e for e in of_type(events, "ham.kill") if e.get("was_leader") and e.get("what") == "patroni+postgres"]
+    if not kills:
+        return _unknown(rule, expected, "no loss of the leader's machine in the history")
+    obs = observations(events)
+    judged: list[str] = []
+    details: list[dict[str, float]] = []
+    for kill in kills:
+        dead = str(kill.get("node"))
+        if s.synchronous_mode and "sync_standby" in kill.fields and not kill.get("sync_standby"):
+            return _unknown(rule, expected, f"no synchronous standby when {dead} was lost: in synchronous_mode "
+                                            "Patroni promotes none (HAM-4 comes first)")
+        deadline = kill.t + bound + tolerance_s
+        after = [o for o in obs if o.t >= kill.t and o.node != dead]
+        first_ok = next((o for o in after if o.writable), None)
+        if first_ok is None:
+            if any(o.t > deadline for o in after):
+                return Verdict(rule, False, expected,
+                               f"no other node accepted writes within {bound + tolerance_s:g} s of {dead}'s loss",
+                               (kill.index,))
+            return _unknown(rule, expected, f"the observation ends before a new leader was seen after {dead}'s loss")
+        before = [o for o in after if o.node == first_ok.node and o.t < first_ok.t]
+        still_not = before[-1].t if before else kill.t  # surely not yet writable then
+        if still_not > deadline:
+            return Verdict(rule, False, expected,
+                           f"{first_ok.node} was not yet accepting writes {still_not - kill.t:.2f} s after "
+                           f"{dead}'s loss", (kill.index, first_ok.index))
+        seconds = first_ok.t_end - kill.t
+        details.append({"node": first_ok.node, "seconds": round(seconds, 3)})  # type: ignore[dict-item]
+        judged.append(f"{first_ok.node} accepted writes {seconds:.2f} s after {dead}'s loss")
+    return Verdict(rule, True, expected, "; ".join(judged), details={"failovers": details})
+
+
+def check_ham_4(events: Sequence[Event]) -> Verdict:
+    """HAM-4: in synchronous_mode no acknowledged commit is lost across a failover (a standby is
+    promoted only if it may hold every acknowledged commit) - DUR-1's checker on the same history."""
+    rule = "HAM-4"
+    s = settings(events)
+    if s is None or not s.synchronous_mode:
+        return _unknown(rule, "no acknowledged commit lost in synchronous_mode",
+                        "the run did not record synchronous_mode on")
+    verdict = check_no_acknowledged_write_lost(list(events), mode="sync")
+    return dataclasses.replace(verdict, rule_id=rule)
+
+
+def _disagrees(o: Observation) -> str | None:
+    if o.recovery is True and o.api_primary == 200:
+        return "/primary answered 200 while the server is in recovery"
+    if o.recovery is False and o.api_replica == 200:
+        return "/replica answered 200 while the server is out of recovery"
+    if o.recovery is False and o.writable and o.api_primary is not None and o.api_primary != 200:
+        return f"/primary answered {o.api_primary} while the server accepted a write"
+    return None
+
+
+def check_ham_5(events: Sequence[Event]) -> Verdict:
+    """HAM-5: ``/primary`` and ``/replica`` agree with the server's own ``pg_is_in_recovery()``.
+
+    A disagreement counts only when the node's observations just before and just after it show the
+    same server role and no fault or role operation falls between them (the two answers are taken
+    a few milliseconds apart, so a role change inside that window is not a disagreement)."""
+    rule, expected = "HAM-5", "/primary and /replica agree with pg_is_in_recovery() whenever no role changes"
+    obs = observations(events)
+    compared = [o for o in obs if o.up and (o.api_primary is not None or o.api_replica is not None)]
+    if not compared:
+        return _unknown(rule, expected, "no observation with both the server's and the API's answer")
+    role_times = [e.t for e in events if e.type in ROLE_EVENTS]
+    by_node: dict[str, list[Observation]] = {}
+    for o in obs:
+        by_node.setdefault(o.node, []).append(o)
+    counted = 0
+    for seq in by_node.values():
+        for i in range(1, len(seq) - 1):
+            o = seq[i]
+            why = _disagrees(o)
+            if why is None:
+                continue
+            prev, nxt = seq[i - 1], seq[i + 1]
+            stable = (prev.recovery == o.recovery == nxt.recovery and prev.writable == o.writable == nxt.writable
+                      and not any(prev.t <= t <= nxt.t_end for t in role_times))
+            if stable:
+                return Verdict(rule, False, expected, f"{o.node} at t={o.t:.3f}: {why}",
+                               (prev.index, o.index, nxt.index))
+            counted += 1
+    return Verdict(rule, True, expected,
+                   f"{len(compared)} observations agree ({counted} transient disagreement(s) at a role change)")
+
+
+def check_ham_6(events: Sequence[Event], *, rejoin_timeout_s: float = 60.0) -> Verdict:
+    """HAM-6: a former leader that runs again rejoins as a replica streaming the new leader's
+    timeline within ``rejoin_timeout_s`` of the moment it is back (the leader change, or its
+    ``ham.start`` when it was down)."""
+    rule = "HAM-6"
+    expected = f"a former leader rejoins as a replica of the new timeline within {rejoin_timeout_s:g} s"
+    obs = observations(events)
+    stretches = write_stretches(obs)
+    changes = [(a, b) for a, b in zip(stretches, stretches[1:], strict=False) if a.node != b.node]
+    if not changes:
+        return _unknown(rule, expected, "no change of leader observed")
+    starts = of_type(events, "ham.start")
+    judged: list[str] = []
+    for old, new in changes:
+        new_tl = next((o.timeline for o in obs if o.index == new.first), None)
+        mine = [o for o in obs if o.node == old.node and o.t > new.start]
+        start = next((e for e in starts if e.get("node") == old.node and e.t >= old.end), None)
+        since = max(new.start, start.t if start is not None else new.start)
+        rejoined = next((o for o in mine if o.recovery is True and o.streaming and new_tl is not None
+                         and (o.timeline or 0) >= new_tl), None)
+        if rejoined is not None:
+            judged.append(f"{old.node} streams timeline {rejoined.timeline} {rejoined.t - since:.2f} s later")
+            continue
+        up_late = [o for o in mine if o.up and o.t > since + rejoin_timeout_s]
+        if up_late:
+            o = up_late[0]
+            return Verdict(rule, False, expected,
+                           f"{old.node} runs at t={o.t:.3f} ({o.t - since:.1f} s later) but is not a replica "
+                           f"streaming timeline {new_tl} (recovery={o.recovery}, streaming={o.streaming}, "
+                           f"timeline={o.timeline})", (new.first, o.index))
+        return _unknown(rule, expected, f"{old.node} was not observed back long enough after losing the lead")
+    return Verdict(rule, True, expected, "; ".join(judged))
