@@ -33,7 +33,7 @@ from typing import Any
 from harness.errors import ConfigError, InvalidOperation, MissingDependencyError, TopologyError
 from harness.paths import runs_dir
 from harness.ports import allocate_port, hand_over
-from harness.secrets import remember, write_private_file
+from harness.redact import remember, write_private_file
 from harness.topology import patroni_rest as rest
 from harness.topology import preflight
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config

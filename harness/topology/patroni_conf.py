@@ -102,6 +102,6 @@ def node_config(scope: str, node: NodeAddresses, node_dir: Path, bindir: Path, t
 
 def write_node_config(path: Path, config: dict[str, Any]) -> Path:
     """Write a node's configuration (mode 0600: it holds the logins' passwords)."""
-    from harness.secrets import write_private_file
+    from harness.redact import write_private_file
 
     return write_private_file(path, json.dumps(config, indent=1))
