@@ -163,12 +163,13 @@ def test_broken_connection_is_not_reconnected(pair: Pair, faults: Faults, histor
 def test_server_shutdown_aborts_a_pending_attempt_at_once(pair: Pair, faults: Faults, history: History, check: Check,
                                                           make_client: Any) -> None:
     """MIR-13: the principal n1's postmaster is paused (SIGSTOP: a new connection is accepted by the
-    kernel and then hangs), so attempt 1 of ``Server=n1; Failover Partner=n2`` (LT = 4 s: retry time
-    320 ms) is pending when n1 is shut down (fast) 120 ms later. The client must abandon it as soon
+    kernel and then hangs), so attempt 1 of ``Server=n1; Failover Partner=n2`` (LT = 8 s: retry time
+    640 ms, room for a container's stop to take half a second under load) is pending when n1 is shut
+    down (fast) 120 ms later. The client must abandon it as soon
     as the server closes it and go on at once (next attempt within 20 ms), not wait out the retry
     time. n1 restarts 0.3 s later; the open then succeeds on it (MIR-4: alternation until it opens).
     Runs under the machine-stall monitor (``judge_with_stall_retry``)."""
-    lt = 4.0
+    lt = 8.0
     text = connstring(pair, "n1", "n2", login_timeout=lt)
     proxy = pair.links.client_proxy("n1")
 
