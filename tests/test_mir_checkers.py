@@ -912,3 +912,25 @@ def test_mir_6_past_the_login_timeout_within_the_time_the_harness_lost_is_not_ju
     v = check_truncated_last_round(late(0.030, True).events, **P, login_timeout=1.0)
     assert v.valid == "unknown" and v.details["not_judged"] == [0], v.summary
     assert check_truncated_last_round(late(0.045, True).events, **P, login_timeout=1.0).valid is False
+
+
+def test_mir_7_reset_fast_only_on_the_proxys_clock_is_not_judged() -> None:
+    """A 1/64 s reset is fast on the proxy's clock; when the harness lost 1/16 s meanwhile, the client
+    may have seen it as slower than ``fast_reset`` (50 ms) and skipped the delay: not judged (unknown).
+    Without that stall, or with one too short to cross 50 ms, the missing delay is a violation."""
+    def hist(stall: float | None) -> Hist:
+        h = Hist()
+        op = h.invoke(0.0)
+        h.conn(A, 0.0, _S, by="toxic", down=0)
+        h.conn(B, _S, _S + _A, by="upstream", down=40)
+        t = _S + _A  # no delay after round 1
+        h.conn(A, t, None)
+        h.finish(t + _A, op, "ok")
+        if stall is not None:
+            h.add("harness.stall", _S, seconds=stall)
+        return h
+
+    assert check_partner_retry_delays(hist(None).events, **P, delays=_D, tolerance=_T).valid is False
+    assert check_partner_retry_delays(hist(2.0 ** -7).events, **P, delays=_D, tolerance=_T).valid is False
+    v = check_partner_retry_delays(hist(2.0 ** -4).events, **P, delays=_D, tolerance=_T)
+    assert v.valid == "unknown" and v.details["not_judged"], v

@@ -229,6 +229,16 @@ class _RoundDelayTally:
     rounds: list[int] = field(default_factory=list)  # the rounds whose following delay was judged
 
 
+def _fast_only_on_the_proxys_clock(ctx: MirContext, a: Attempt, fast_reset: float) -> bool:
+    """MIR-7 (interpretation, RULEBOOK): a reset the fault proxy saw end within ``fast_reset`` but
+    which the client, delayed by the time the harness lost from its start until ``fast_reset`` after
+    its end (:func:`~harness.rules.mirroring.model.lost_time`), may have measured as slower than
+    ``fast_reset``: whether its round was fast cannot be told from outside, so it is not judged."""
+    if a.outcome != "reset" or a.duration is None or a.end is None or a.duration > fast_reset:
+        return False
+    return a.duration + lost_time(ctx.events, a.start, a.end + fast_reset, 0.0) > fast_reset
+
+
 def _mir_7_rounds(
     ctx: MirContext, o: Open, delays: tuple[float, ...], fast_reset: float, expected: str, tally: _RoundDelayTally
 ) -> Verdict | None:
@@ -262,6 +272,9 @@ def _mir_7_rounds(
             for a in atts
         )
         lost = lost_time(ctx.events, atts[-1].end, nxt[0].start, tol)
+        if fast and any(_fast_only_on_the_proxys_clock(ctx, a, fast_reset) for a in atts):
+            tally.not_judged.append(atts[-1].events[0])
+            continue
         if fast:
             want = retry_delay(r, delays)
             if tol < abs(gap - want) <= tol + lost:
