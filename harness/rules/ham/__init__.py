@@ -1,35 +1,26 @@
 """HAM-1 … HAM-6 - Patroni's documented promises (RULEBOOK HAM, docs/rules.md), checked on the
-servers' own view and the REST API's answers (:mod:`harness.rules.ham.model`). Importing the
-package registers the checkers."""
+servers' own view and the REST API's answers (:mod:`harness.rules.ham.model`). Pure checkers
+``checker(events, **params) -> Verdict``, each named by what it checks and registered under its rule
+ID (``CHECKERS["HAM-1"] is check_one_writer_at_a_time``). Importing the package registers them with
+:mod:`harness.rules.registry`; the names below are the registry's recording wrappers."""
 
 from __future__ import annotations
 
 from harness.rules.ham.checks import (
-    check_ham_1,
-    check_ham_2,
-    check_ham_3,
-    check_ham_4,
-    check_ham_5,
-    check_ham_6,
+    check_dcs_loss_demotion_window,
+    check_failover_within_bound,
+    check_former_leader_rejoins_new_timeline,
+    check_health_endpoints_agree_with_servers,
+    check_one_writer_at_a_time,
+    check_sync_mode_keeps_acknowledged_commits,
 )
-from harness.rules.registry import Checker, register
+from harness.rules.registry import Checker, family_checkers
 
-__all__ = ["CHECKERS", "check_ham_1", "check_ham_2", "check_ham_3", "check_ham_4", "check_ham_5", "check_ham_6"]
+#: Rule ID -> the registered checker (HAM-1 … HAM-6, in RULEBOOK order).
+CHECKERS: dict[str, Checker] = family_checkers("HAM")
 
-CHECKERS: dict[str, Checker] = {
-    "HAM-1": check_ham_1,
-    "HAM-2": check_ham_2,
-    "HAM-3": check_ham_3,
-    "HAM-4": check_ham_4,
-    "HAM-5": check_ham_5,
-    "HAM-6": check_ham_6,
-}
-
-
-def _register() -> None:
-    """Register HAM-1 … HAM-6; the package's names become the recording wrappers."""
-    for rule_id, fn in list(CHECKERS.items()):
-        globals()[fn.__name__] = CHECKERS[rule_id] = register(rule_id, fn).checker
-
-
-_register()
+__all__ = [
+    "CHECKERS", "check_one_writer_at_a_time", "check_dcs_loss_demotion_window", "check_failover_within_bound",
+    "check_sync_mode_keeps_acknowledged_commits", "check_health_endpoints_agree_with_servers",
+    "check_former_leader_rejoins_new_timeline",
+]

@@ -18,6 +18,7 @@ from harness.rules.persistent.model import (
     NETWORK_OR_SERVER_FAULTS,
     PERSISTENT_ENDPOINTS,
     Case,
+    Removal,
     Switchover,
     View,
     _after,
@@ -37,7 +38,7 @@ from harness.rules.persistent.model import (
     removals_of,
 )
 from harness.rules.registry import rule
-from harness.rules.verdict import UNKNOWN, Verdict, tally
+from harness.rules.verdict import UNKNOWN, Verdict, tallied, tally
 
 # ------------------------------------------------------------------------------------- PER-1
 
@@ -415,6 +416,18 @@ def check_cursor_not_kept(events: list[Event], *, drain_window: float = 60.0, ma
                         "time is closed", cases, None, margin, False)
 
 
+def _removal_verdict(rule_id: str, expected: str, removals: Sequence[Removal], judged: int, bad: list[str],
+                     evidence: list[int], details: dict[str, Any], *, unknown: str, violated: str,
+                     kept: str) -> Verdict:
+    """The tally of a read-only node removal rule (PER-9, PER-10): the removals' first events are the
+    evidence, with up to 30 of the violations' when violated; ``violated`` is followed by the first
+    three violations."""
+    first = [r.start.index for r in removals]
+    return tallied(rule_id, expected, judged=judged, violations=bad, kept=kept, unknown=unknown,
+                   violated=violated + "; ".join(bad[:3]), evidence=first, violated_evidence=first + evidence[:30],
+                   details=details)
+
+
 @rule("PER-9")
 def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, tolerance: float = 1.0,
                                 routing_grace: float = 0.5) -> Verdict:
@@ -478,18 +491,10 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
                            "closed in time")
                 evidence.append(running.invoke.index)
     details = {"judged": judged, "good": good, "bad": bad[:50], "removals": [r.node for r in removals]}
-    valid = tally(judged, bad)
-    if valid == UNKNOWN:
-        return Verdict("PER-9", UNKNOWN, expected=expected,
-                       observed="no session was on the removed node and nothing ran after the removal", details=details)
-    first = [r.start.index for r in removals]
-    if valid is False:
-        return Verdict("PER-9", False, expected=expected,
-                       observed=f"{len(bad)} of {judged} observation(s) wrong: " + "; ".join(bad[:3]),
-                       evidence=first + evidence[:30], details=details)
-    return Verdict("PER-9", True, expected=expected,
-                   observed=f"{good}/{judged} as required over {len(removals)} removal(s)", evidence=first,
-                   details=details)
+    return _removal_verdict("PER-9", expected, removals, judged, bad, evidence, details,
+                            unknown="no session was on the removed node and nothing ran after the removal",
+                            violated=f"{len(bad)} of {judged} observation(s) wrong: ",
+                            kept=f"{good}/{judged} as required over {len(removals)} removal(s)")
 
 
 @rule("PER-10")
@@ -547,15 +552,7 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
                 judged -= 1  # neither used after the removal nor lost: nothing observed
                 per_kind[kind] -= 1
     details = {"judged": judged, "good": good, "bad": bad[:50], "by_kind": dict(per_kind)}
-    valid = tally(judged, bad)
-    if valid == UNKNOWN:
-        return Verdict("PER-10", UNKNOWN, expected=expected,
-                       observed="no idle session on a removed node was used again", details=details)
-    first = [r.start.index for r in removals]
-    if valid is False:
-        return Verdict("PER-10", False, expected=expected,
-                       observed=f"{len(bad)} of {judged} session(s) wrong: " + "; ".join(bad[:3]),
-                       evidence=first + evidence[:30], details=details)
-    return Verdict("PER-10", True, expected=expected,
-                   observed=f"{good}/{judged} session(s) as required ({dict(per_kind)})", evidence=first,
-                   details=details)
+    return _removal_verdict("PER-10", expected, removals, judged, bad, evidence, details,
+                            unknown="no idle session on a removed node was used again",
+                            violated=f"{len(bad)} of {judged} session(s) wrong: ",
+                            kept=f"{good}/{judged} session(s) as required ({dict(per_kind)})")
