@@ -14,7 +14,8 @@ The run is an ordinary run directory (:mod:`harness.topology.run`): every proces
 Patroni, the fault proxy) is recorded with its process group the moment it exists, each node's
 postmaster as the node's PID, so ``down``, ``down --all`` and the reaper stop all of it, also after
 a crash. What only a Patroni run has (timings, proxies, ports) is in ``patroni.json`` beside the
-state file. Operations record ``ham.*`` events into an optional history (docs/events.md)."""
+state file. Operations record ``ham.*`` events into an optional history (docs/events.md).
+One job, over 600 lines: the Patroni topology's lifecycle and its manager-driven role operations."""
 
 from __future__ import annotations
 

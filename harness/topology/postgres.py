@@ -5,6 +5,7 @@ Traps handled here (see shared FACTS.md): sockets live outside the data director
 configuration lives outside the data directory (pg_rewind copies config files from the source),
 ``wal_retrieve_retry_interval=200ms`` (promotion stalls otherwise), CHECKPOINT after promotion
 before pg_rewind, and a standby with ``hot_standby=off`` rejects logins (the inactive partner, MIR-7).
+One job, over 600 lines: every per-server operation the Engine seam asks of PostgreSQL.
 """
 
 from __future__ import annotations
