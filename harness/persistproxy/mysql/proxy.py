@@ -10,7 +10,9 @@ state - database, system variables (``SET NAMES`` included), user variables, pre
 them with an error.
 
 One thread per client session (blocking sockets); a small product of its own that imports nothing of
-the harness (an import contract checks the ``harness.persistproxy`` package)."""
+the harness (an import contract checks the ``harness.persistproxy`` package). Over 600 lines: its
+sessions and the proxy share one switchover state machine (drain, gate, resume) under the proxy's
+condition variable."""
 
 from __future__ import annotations
 
