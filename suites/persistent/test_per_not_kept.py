@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -125,22 +126,38 @@ def test_per5_session_with_temp_table_closed(pair: Pair, faults: Faults, history
     check(check_temp_tables_not_kept(history.events()))
 
 
+#: The large result each engine streams for PER-6, and how its driver reads it row by row.
+PER6_SELECT = {"postgres": "SELECT g, repeat('x', 200) FROM generate_series(1, 300000) g",
+               "mariadb": "SELECT seq, repeat('x', 200) FROM seq_1_to_300000"}
+
+
+def _stream_rows(conn: Any, engine: str) -> Iterator[Any]:
+    """The rows of :data:`PER6_SELECT` as the server delivers them (psycopg's ``stream``, PyMySQL-style
+    unbuffered cursor on MariaDB), never buffered whole by the client."""
+    if engine == "postgres":
+        yield from conn.cursor().stream(PER6_SELECT[engine])
+        return
+    cur = conn.cursor(unbuffered=True)
+    cur.execute(PER6_SELECT[engine])
+    yield from cur
+
+
 @pytest.mark.rule("PER-6")
 @pytest.mark.topology(mode="sync")
-@pytest.mark.engines("postgres")
+@pytest.mark.engines("postgres", "mariadb")
 @pytest.mark.windows(drain=1.0, recovery=3.0)
 def test_per6_partial_result_closed(pair: Pair, faults: Faults, history: History, check: Check,
                                     per_client: PersistentClient, session_factory: SessionFactory,
                                     windows: tuple[float, float]) -> None:
     """PER-6: a large SELECT still being delivered (read slowly, ≈6 s in all) when the switchover fires
-    and not finished within the 1 s drain window: the session is closed."""
+    and not finished within the 1 s drain window: the session is closed (both engines)."""
+    engine = pair.engine.name
     s = session_factory("stream-1", op_timeout=30.0)
     started = threading.Event()
 
-    def stream(conn) -> int:
+    def stream(conn: Any) -> int:
         rows = 0
-        cur = conn.cursor()
-        for _ in cur.stream("SELECT g, repeat('x', 200) FROM generate_series(1, 300000) g"):
+        for _ in _stream_rows(conn, engine):
             rows += 1
             if rows == 2000:
                 history.record("stream.progress", process=s.process, op_id=s.current_op_id, conn=s.generation,
@@ -151,7 +168,7 @@ def test_per6_partial_result_closed(pair: Pair, faults: Faults, history: History
         return rows
 
     def run() -> None:
-        s.op("stream", stream, value="SELECT ... generate_series(1, 300000)")
+        s.op("stream", stream, value=PER6_SELECT[engine].replace("repeat('x', 200)", "..."))
         started.set()
 
     t = threading.Thread(target=run, daemon=True)

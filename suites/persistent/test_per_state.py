@@ -1,5 +1,5 @@
-"""PER-2 (session state restored), PER-3 (recovery window) and PER-6 (a partial result is not kept),
-one file for both engines: each engine's own list of session state, from the seeds.
+"""PER-2 (session state restored) and PER-3 (recovery window), one file for both engines: each
+engine's own list of session state, from the seeds.
 
 PER-2, PostgreSQL stand-in (RULEBOOK): ``SET`` of any GUC - one of each kind (string list, string,
 enum, bool, integer with unit, real, time zone, custom ``x.y``) -, the character set
@@ -12,23 +12,18 @@ string, NULL, one set with ``:=`` inside a SELECT), the current database, and a 
 statement. Protocol-level prepared statements on MySQL (COM_STMT_PREPARE / EXECUTE, ids mapped and
 parameter types re-sent) are what sysbench runs through the proxy: ``suites/persistent/test_sysbench.py``.
 
-Each session uses its own values, so a pooler that mixes state between clients is caught too. PER-6
-on the MySQL protocol: a large unbuffered SELECT still being delivered when the switchover starts
-closes the session."""
+Each session uses its own values, so a pooler that mixes state between clients is caught too."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from harness import Check, Faults, History, Pair
 from harness.clients.persistent import PersistentClient
-from harness.errors import HarnessError
 from harness.rules.persistent import (
     check_keepalive_on_switchover,
-    check_partial_result_not_kept,
     check_recovery_window,
     check_session_state_restored,
 )
@@ -170,42 +165,3 @@ def test_per3_principal_back_within_window_sessions_continue(pair: Pair, faults:
     check([check_recovery_window(history.events(), recovery_window=recovery, tolerance=1.0),
            check_keepalive_on_switchover(history.events(), min_keep_rate=1.0, max_errors=0)])
 
-
-@pytest.mark.rule("PER-6")
-@pytest.mark.topology(mode="sync")
-@pytest.mark.windows(drain=1.0, recovery=3.0)
-@pytest.mark.engines("mariadb")
-def test_per6_mysql_partial_result_closed(pair: Pair, faults: Faults, history: History, check: Check,
-                                          per_client: PersistentClient, session_factory: SessionFactory,
-                                          windows: tuple[float, float]) -> None:
-    """PER-6: a large unbuffered SELECT read slowly (≈6 s in all) when the switchover fires and not
-    finished within the 1 s drain window: the session is closed."""
-    s = session_factory("stream-1", op_timeout=30.0)
-    started = threading.Event()
-
-    def stream(conn) -> int:
-        rows = 0
-        cur = conn.cursor(unbuffered=True)
-        cur.execute("SELECT seq, repeat('x', 200) FROM seq_1_to_300000")
-        for _ in cur:
-            rows += 1
-            if rows == 2000:
-                history.record("stream.progress", process=s.process, op_id=s.current_op_id, conn=s.generation,
-                               rows=rows)
-                started.set()
-            if rows % 1000 == 0:
-                time.sleep(0.02)
-        return rows
-
-    def run() -> None:
-        s.op("stream", stream, value="SELECT ... seq_1_to_300000")
-        started.set()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    if not started.wait(15):
-        raise HarnessError("the large SELECT never started delivering rows before the switchover")
-    faults.switchover()
-    t.join(40)
-    s.execute("probe", "SELECT 1")
-    check(check_partial_result_not_kept(history.events(), drain_window=windows[0]))
