@@ -477,11 +477,18 @@ class PatroniCluster:
             time.sleep(0.2)
 
     def _wait_replica(self, name: str, timeout: float) -> None:
+        """Wait until Patroni's ``/replica`` answers 200 on ``name``; the error carries the tail of the
+        node's Patroni log, since ``down`` removes the run folder that holds it."""
         deadline = time.monotonic() + timeout
         while rest.status(self.api_address(name), "/replica") != 200:
             if time.monotonic() > deadline:
+                log = self.path / name / "patroni.log"
+                try:
+                    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
+                except OSError:
+                    tail = "no log"
                 raise TopologyError(f"{name} is not a streaming replica after {timeout:.0f} s "
-                                    f"(see {self.path / name / 'patroni.log'})")
+                                    f"(see {log}; its last lines: {tail[-1200:]})")
             time.sleep(0.2)
 
     def sync_standby(self) -> str | None:
@@ -548,7 +555,7 @@ class PatroniCluster:
                                        f"{text.strip()[:300]}")
             if wait:
                 self.wait_one_leader(timeout=self.failover_budget(), exclude=old)
-                self._wait_replica(old, timeout=60)
+                self._wait_replica(old, timeout=120)  # as at up: a demoted leader restarts as a replica
             return {"from": old, "to": candidate, "patroni": text.strip()[:200]}
         return self._op("switchover", target, body)
 
