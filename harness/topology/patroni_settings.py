@@ -27,6 +27,11 @@ class PatroniTiming:
     loop_wait: int = 2
     retry_timeout: int = 3
     synchronous_mode: bool = True
+    #: Patroni's ``primary_stop_timeout`` (dynamic configuration; synchronous_mode only): how long a
+    #: demoting primary's PostgreSQL may take to stop before Patroni kills it. Patroni's default 0 waits
+    #: forever; a demote was seen hanging past 120 s on a loaded machine (its postmaster still running
+    #: after the shutdown checkpoint), so the harness bounds it.
+    primary_stop_timeout: int = 10
 
     def __post_init__(self) -> None:
         for key, low in MINIMUMS.items():
@@ -44,7 +49,8 @@ class PatroniTiming:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PatroniTiming:
         """Inverse of :meth:`to_dict` (ConfigError on a bad value)."""
-        return cls(**{k: data[k] for k in ("ttl", "loop_wait", "retry_timeout", "synchronous_mode") if k in data})
+        keys = ("ttl", "loop_wait", "retry_timeout", "synchronous_mode", "primary_stop_timeout")
+        return cls(**{k: data[k] for k in keys if k in data})
 
 
 #: The harness's short timings (each at or near Patroni's documented minimum, the sum rule kept:
