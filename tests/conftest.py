@@ -35,3 +35,26 @@ def local_suite_run(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     from tests.support.suite_runs import run_suites
 
     return run_suites("embedded", None, tmp_path_factory.mktemp("local-suites"))
+
+
+#: ``user_properties`` key of a line a test wants printed in the session's summary.
+SUMMARY_KEY = "summary-line"
+
+
+@pytest.fixture
+def summary_line(record_property: pytest.RecordProperty) -> object:
+    """``summary_line(text)`` prints ``text`` in the session's terminal summary: under pytest-xdist a
+    worker's own output never reaches the terminal, a test report's properties do (the comparisons of
+    make test's second pass print their figures this way)."""
+    return lambda text: record_property(SUMMARY_KEY, text)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the ``summary_line`` texts of every test that ran (after its call phase)."""
+    lines = [value for stat in terminalreporter.stats.values() for report in stat
+             if getattr(report, "when", None) == "call"
+             for key, value in getattr(report, "user_properties", []) if key == SUMMARY_KEY]
+    if lines:
+        terminalreporter.section("figures")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def _home(isolated_home: dict[str, str]) -> dict[str, str]:
 
 
 def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str, str],
-             capsys: pytest.CaptureFixture[str], at_least: int, options: list[str] | None = None) -> None:
+             summary_line: Callable[[str], None], at_least: int, options: list[str] | None = None) -> None:
     """Run ``suites`` on compose and compare every test's outcome and verdicts with ``local``'s (re-runs
     of a differing test on both backends, with the same ``options``); nothing of the harness's may be
     left on the engine."""
@@ -78,13 +79,12 @@ def _compare(suites: list[str], local: SuiteRun, tmp_path: Path, home: dict[str,
         lambda ids, k: run_suites("compose", None, tmp_path / f"compose-again-{k}", ids, env=home,
                                   options=options).verdicts)
     unknown = sorted(t for t, (_, vs) in compose.verdicts.items() if any(v == "unknown" for _, v in vs))
-    with capsys.disabled():
-        part = " ".join([*(options or []), *(s.split("/")[-1] for s in suites)])
-        print(f"\n[compose {part}] {len(compose.verdicts)} suite tests: "
-              f"local {local.seconds:.1f} s, compose {compose.seconds:.1f} s; skipped on compose {len(skipped)}; "
-              f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
-              f"{', '.join(flaky) or '-'}; with an unknown verdict on compose {len(unknown)}: "
-              f"{', '.join(unknown) or '-'}")
+    part = " ".join([*(options or []), *(s.split("/")[-1] for s in suites)])
+    summary_line(f"[compose {part}] {len(compose.verdicts)} suite tests: "
+                 f"local {local.seconds:.1f} s, compose {compose.seconds:.1f} s; skipped on compose {len(skipped)}; "
+                 f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
+                 f"{', '.join(flaky) or '-'}; with an unknown verdict on compose {len(unknown)}: "
+                 f"{', '.join(unknown) or '-'}")
     assert not remaining, "verdicts differ between local and compose: " + json.dumps(remaining, indent=1, default=str)
     judged = sum(bool(v) for _, v in compose.verdicts.values())
     assert len(compose.verdicts) >= at_least and judged >= at_least, (len(compose.verdicts), judged)  # not vacuous
@@ -109,23 +109,24 @@ def test_the_parts_cover_every_suite_of_make_chaos() -> None:
 
 
 @pytest.mark.timeout(2400)  # one suite run on compose (and the local one, if not run yet), and re-runs
+@pytest.mark.xdist_group("dur-mir-local-run")  # on the worker that holds local_suite_run (make test: -n 2)
 def test_dur_and_mir_suites_give_the_same_verdicts_on_compose_and_local(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str],
+        tmp_path: Path, summary_line: Callable[[str], None], isolated_home: dict[str, str],
         local_suite_run: SuiteRun) -> None:
-    _compare(SUITES, local_suite_run, tmp_path, _home(isolated_home), capsys, at_least=16)
+    _compare(SUITES, local_suite_run, tmp_path, _home(isolated_home), summary_line, at_least=16)
 
 
 @pytest.mark.timeout(2400)  # the suites on local, then on compose, and re-runs
 def test_acr_app_icm_lpq_and_per_suites_give_the_same_verdicts_on_compose_and_local(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str]) -> None:
+        tmp_path: Path, summary_line: Callable[[str], None], isolated_home: dict[str, str]) -> None:
     home = _home(isolated_home)
     local = run_suites("embedded", None, tmp_path / "local", OTHER_SUITES, env=home)
-    _compare(OTHER_SUITES, local, tmp_path, home, capsys, at_least=35)
+    _compare(OTHER_SUITES, local, tmp_path, home, summary_line, at_least=35)
 
 
 @pytest.mark.timeout(2400)  # the suites on local, then on compose, and re-runs
 def test_mariadb_dur_and_per_suites_give_the_same_verdicts_on_compose_and_local(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_home: dict[str, str]) -> None:
+        tmp_path: Path, summary_line: Callable[[str], None], isolated_home: dict[str, str]) -> None:
     home = _home(isolated_home)
     local = run_suites("embedded", None, tmp_path / "local", MARIADB_SUITES, env=home, options=MARIADB_OPTIONS)
-    _compare(MARIADB_SUITES, local, tmp_path, home, capsys, at_least=AT_LEAST_MARIADB, options=MARIADB_OPTIONS)
+    _compare(MARIADB_SUITES, local, tmp_path, home, summary_line, at_least=AT_LEAST_MARIADB, options=MARIADB_OPTIONS)

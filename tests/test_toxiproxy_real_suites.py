@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,9 @@ def test_a_server_difference_is_told_from_a_flake_and_unknown_agrees_with_either
 
 
 @pytest.mark.timeout(2400)  # two runs of the suites, and re-runs of any test that differed
+@pytest.mark.xdist_group("dur-mir-local-run")  # on the worker that holds local_suite_run (make test: -n 2)
 def test_durability_and_mirroring_give_the_same_verdicts_through_the_real_server(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], local_suite_run: SuiteRun) -> None:
+        tmp_path: Path, summary_line: Callable[[str], None], local_suite_run: SuiteRun) -> None:
     binary = real_binary()
     if binary is None:
         pytest.skip("no real toxiproxy-server (TOXIPROXY_SERVER_BIN, ../shared/toxiproxy/, PATH): nothing to "
@@ -65,9 +67,8 @@ def test_durability_and_mirroring_give_the_same_verdicts_through_the_real_server
         embedded, real,
         lambda ids, k: run_suites("embedded", binary, tmp_path / f"embedded-again-{k}", ids).verdicts,
         lambda ids, k: run_suites("real", binary, tmp_path / f"real-again-{k}", ids).verdicts)
-    with capsys.disabled():
-        print(f"\n[real toxiproxy] {len(embedded)} suite tests: embedded {t_emb:.1f} s, real {t_real:.1f} s; "
-              f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
-              f"{', '.join(flaky) or '-'}")
+    summary_line(f"[real toxiproxy] {len(embedded)} suite tests: embedded {t_emb:.1f} s, real {t_real:.1f} s; "
+                 f"differences {differed}, of which flakes of the machine (alike on a re-run) {len(flaky)}: "
+                 f"{', '.join(flaky) or '-'}")
     assert not remaining, json.dumps(remaining, indent=1, default=str)
     assert len(embedded) >= 16 and sum(bool(v) for _, v in embedded.values()) >= 16, embedded  # not vacuous
