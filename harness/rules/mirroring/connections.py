@@ -70,7 +70,7 @@ def _next_op_after_break(ctx: MirContext, o: Open, closed: Event, expected: str)
     return None
 
 
-def _mir_11_open(ctx: MirContext, o: Open, expected: str) -> Verdict | tuple[int, int] | None:
+def _broken_connection_not_reopened(ctx: MirContext, o: Open, expected: str) -> Verdict | tuple[int, int] | None:
     """MIR-11 on one successful open whose connection broke: its violation, else the evidence of the
     error the break surfaced as (None when the open's connection did not break or was not judged)."""
     if not o.ok or o.end is None or not o.attempts or o.attempts[-1].source != "proxy":
@@ -108,7 +108,7 @@ def check_no_automatic_reconnect(call: MirCall) -> Verdict:
     expected = "a broken connection surfaces as an error; nothing reconnects without a new open"
     judged: list[int] = []
     for o in ctx.usable:
-        seen = _mir_11_open(ctx, o, expected)
+        seen = _broken_connection_not_reopened(ctx, o, expected)
         if isinstance(seen, Verdict):
             return seen
         if seen is not None:

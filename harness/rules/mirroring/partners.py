@@ -164,7 +164,7 @@ def check_no_failover_partner_no_alternation(call: MirCall) -> Verdict:
     )
 
 
-def _mir_4_sequence(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+def _alternation_of_attempts(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
     """MIR-4 on the attempt sequence of one (completely observed) open: an attempt off the
     alternation, an open that ended on a partner that is not the principal, or a failed open whose
     last attempt outlived its retry time without the other partner ever being tried."""
@@ -179,11 +179,11 @@ def _mir_4_sequence(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
             (o.invoke.index, *a.events),
         )
     if o.ok:
-        return _mir_4_landed(ctx, o, expected)
-    return _mir_4_gave_up_at_retry_time(ctx, o, expected)
+        return _alternation_ends_on_open(ctx, o, expected)
+    return _gave_up_at_retry_time(ctx, o, expected)
 
 
-def _mir_4_landed(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+def _alternation_ends_on_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
     """MIR-4 **(interpretation, docs/mirroring.md)**: alternation ends when a connection opens *on the
     principal*; a successful open whose connection stays on a node that the history names as not the
     principal (a readable standby) stopped alternating too early. Not judged when the roles are not
@@ -203,7 +203,7 @@ def _mir_4_landed(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
     )
 
 
-def _mir_4_gave_up_at_retry_time(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+def _gave_up_at_retry_time(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
     """MIR-4 "if an attempt's retry time expires, the client tries the other partner": a failed open
     whose last attempt was still held when its retry time (MIR-5, cut to the login timeout) expired,
     with time left before the login timeout, never tried the other partner after it."""
@@ -228,13 +228,13 @@ def _mir_4_gave_up_at_retry_time(ctx: MirContext, o: Open, expected: str) -> Ver
     )
 
 
-def _mir_4_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
+def _alternation_of_open(ctx: MirContext, o: Open, expected: str) -> Verdict | None:
     """MIR-4 on one open: the violation it shows, if any. An open with unobserved attempts
     (``o.unobserved``) is judged only on giving up before the login timeout: the attempts nobody saw
     were refused connects, which cannot excuse an early end (OBS-1)."""
     tol, lt = ctx.params.tolerance, ctx.params.login_timeout
     if not o.unobserved:
-        seen = _mir_4_sequence(ctx, o, expected)
+        seen = _alternation_of_attempts(ctx, o, expected)
         if seen is not None:
             return seen
     if not o.failed or o.end is None:
@@ -284,7 +284,7 @@ def check_partner_alternation(call: MirCall) -> Verdict:
     expected = "attempts alternate initial, failover, initial … until one opens or the login timeout expires"
     exercised = []
     for o in ctx.usable + ctx.unobserved:
-        violation = _mir_4_open(ctx, o, expected)
+        violation = _alternation_of_open(ctx, o, expected)
         if violation is not None:
             return violation
         if (len(o.attempts) >= 2 or o.failed) and not o.unobserved:
@@ -325,7 +325,8 @@ def _learned_partner(o: Open, pubs: Sequence[Event]) -> tuple[str | None, bool]:
     return None, False
 
 
-def _mir_9_attempt(ctx: MirContext, o: Open, a: Attempt, cache: list[str] | None, expected: str) -> Verdict | None:
+def _attempt_follows_partner_cache(ctx: MirContext, o: Open, a: Attempt, cache: list[str] | None,
+                                   expected: str) -> Verdict | None:
     """MIR-9 on one attempt after the client learned ``cache`` (None: unknown): its violation, if any."""
     if a.n % 2 == 1 and a.role != "initial":
         return ctx.verdict(
@@ -418,7 +419,7 @@ def check_partner_cache_update(call: MirCall, *, variant: str = "native") -> Ver
     for o in ctx.opens:
         if id(o) in usable:
             for a in o.attempts:
-                violation = _mir_9_attempt(ctx, o, a, cache.current, expected)
+                violation = _attempt_follows_partner_cache(ctx, o, a, cache.current, expected)
                 if violation is not None:
                     return violation
                 if a.n % 2 == 0 and cache.current is not None:
@@ -513,7 +514,8 @@ def _principal_from_history(ev: list[Event], process: Any) -> list[str] | Verdic
     return [principal]
 
 
-def _mir_10_first(ctx: MirContext, first: Open, prin: Sequence[str], should: bool, expected: str) -> Verdict:
+def _stale_partner_first_open(ctx: MirContext, first: Open, prin: Sequence[str], should: bool,
+                              expected: str) -> Verdict:
     """MIR-10 on the decided first open: it must succeed (on one of ``prin``) iff ``should``."""
     assert first.end is not None
     ev_first = (first.invoke.index, first.end.index)
@@ -572,4 +574,4 @@ def check_stale_failover_partner(call: MirCall, *, principal: PartnerNames = Non
     first = next((o for o in ctx.opens if o.end is not None), None)
     if first is None or first.ambiguous or first.end is None or first.end.type == "op.info":
         return ctx.verdict(UNKNOWN, expected, "no decided first open in the history", ctx.invokes)
-    return _mir_10_first(ctx, first, prin, should, expected)
+    return _stale_partner_first_open(ctx, first, prin, should, expected)

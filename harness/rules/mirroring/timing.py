@@ -35,7 +35,7 @@ from harness.rules.mirroring.scaffold import (
 from harness.rules.verdict import UNKNOWN, Verdict
 
 
-def _mir_5_attempt(
+def _attempt_retry_time(
     ctx: MirContext, o: Open, a: Attempt, base: float, expected: str
 ) -> Verdict | Literal["not judged"] | None:
     """MIR-5 on one attempt: the violation it shows, if any; ``"not judged"`` when it is off by more
@@ -103,7 +103,7 @@ def check_retry_time_schedule(call: MirCall, *, retry_base: float | None = None)
     not_judged: list[int] = []
     for o in ctx.usable:
         for a in o.attempts:
-            violation = _mir_5_attempt(ctx, o, a, base, expected)
+            violation = _attempt_retry_time(ctx, o, a, base, expected)
             if isinstance(violation, Verdict):
                 return violation
             if violation == "not judged":
@@ -125,7 +125,8 @@ def check_retry_time_schedule(call: MirCall, *, retry_base: float | None = None)
     )
 
 
-def _mir_6_open(ctx: MirContext, o: Open, lt: float, expected: str) -> Verdict | Literal["not judged"] | None:
+def _open_last_round_truncated(ctx: MirContext, o: Open, lt: float,
+                               expected: str) -> Verdict | Literal["not judged"] | None:
     """MIR-6 on one open: the violation it shows, if any; ``"not judged"`` when it ends past the
     login timeout by more than ``tolerance`` but by no more than ``tolerance`` + the time the
     harness lost from the login timeout on (:func:`~harness.rules.mirroring.model.lost_time`)."""
@@ -196,7 +197,7 @@ def check_truncated_last_round(call: MirCall) -> Verdict:
     exercised: list[Open] = []
     not_judged: list[int] = []
     for o in ctx.usable:
-        violation = _mir_6_open(ctx, o, lt, expected)
+        violation = _open_last_round_truncated(ctx, o, lt, expected)
         if isinstance(violation, Verdict):
             return violation
         if violation == "not judged":
@@ -239,7 +240,7 @@ def _fast_only_on_the_proxys_clock(ctx: MirContext, a: Attempt, fast_reset: floa
     return a.duration + lost_time(ctx.events, a.start, a.end + fast_reset, 0.0) > fast_reset
 
 
-def _mir_7_rounds(
+def _rounds_retry_delays(
     ctx: MirContext, o: Open, delays: tuple[float, ...], fast_reset: float, expected: str, tally: _RoundDelayTally
 ) -> Verdict | None:
     """MIR-7 on the rounds of one open: the violation they show, if any (else ``tally`` is updated).
@@ -341,7 +342,7 @@ def check_partner_retry_delays(
     )
     tally = _RoundDelayTally([], [])
     for o in ctx.usable:
-        violation = _mir_7_rounds(ctx, o, schedule, fast_reset, expected, tally)
+        violation = _rounds_retry_delays(ctx, o, schedule, fast_reset, expected, tally)
         if violation is not None:
             return violation
     rounds = {"delayed_rounds": sorted(set(tally.rounds))} if tally.judged else {}  # only a kept verdict lists them
@@ -356,7 +357,8 @@ def check_partner_retry_delays(
     )
 
 
-def _mir_8_open(ctx: MirContext, o: Open, window: float, expected: str) -> Verdict | list[Attempt] | None:
+def _open_never_ends_without_timeout(ctx: MirContext, o: Open, window: float,
+                                     expected: str) -> Verdict | list[Attempt] | None:
     """MIR-8 on one open: its violation, else the attempts inside the window, or None when the open
     was not observed for the whole window without connecting."""
     stop = o.t0 + window
@@ -410,7 +412,7 @@ def check_no_timeout_no_end(
     expected = f"still alternating initial/failover {seconds(window)} after the open began; no failure"
     judged: list[tuple[Open, list[Attempt]]] = []
     for o in ctx.usable:
-        seen = _mir_8_open(ctx, o, window, expected)
+        seen = _open_never_ends_without_timeout(ctx, o, window, expected)
         if isinstance(seen, Verdict):
             return seen
         if seen is not None:
@@ -449,7 +451,7 @@ def _pending_at(ctx: MirContext, a: Attempt, ts: float, node: str) -> bool:
     return a.start <= ts and (a.end is None or a.end >= ts - ctx.params.tolerance)
 
 
-def _mir_13_attempt(
+def _attempt_aborted_at_shutdown(
     ctx: MirContext, o: Open, a: Attempt, stop: tuple[float, str, int], delays: Sequence[float], expected: str
 ) -> Verdict | Literal["judged", "not judged", "skipped"]:
     """MIR-13 on one attempt pending at a shutdown: its violation, else whether it was judged, could
@@ -514,7 +516,7 @@ def check_shutdown_aborts_attempts(
             for stop in stops:
                 if a.outcome == "opened" or not _pending_at(ctx, a, stop[0], stop[1]):
                     continue
-                seen = _mir_13_attempt(ctx, o, a, stop, schedule, expected)
+                seen = _attempt_aborted_at_shutdown(ctx, o, a, stop, schedule, expected)
                 if isinstance(seen, Verdict):
                     return seen
                 if seen == "judged":
