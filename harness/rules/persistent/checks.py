@@ -21,21 +21,21 @@ from harness.rules.persistent.model import (
     Removal,
     Switchover,
     View,
-    _after,
-    _alive_conn_at,
-    _closure,
-    _fmt,
-    _held_state,
-    _no_switchover,
-    _node_of_port,
-    _on_node,
-    _open_transactions,
-    _processes,
-    _requests_in_flight,
-    _served_by,
-    _used_after,
+    alive_conn_at,
     build_view,
+    closure,
+    fmt,
+    held_state,
+    judged_processes,
+    no_switchover,
+    node_of_port,
+    on_node,
+    open_transactions,
+    ops_after,
     removals_of,
+    requests_in_flight,
+    served_by,
+    used_after,
 )
 from harness.rules.registry import rule
 from harness.rules.verdict import UNKNOWN, Verdict, tallied, tally
@@ -72,10 +72,10 @@ def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float =
     view = build_view(events, kinds)
     if not view.switchovers:
         if kinds == ("switchover",):
-            return _no_switchover("PER-1", expected)
+            return no_switchover("PER-1", expected)
         return Verdict("PER-1", UNKNOWN, expected=expected,
                        observed=f"no {what} (fault.start fault={'|'.join(kinds)}) in the history")
-    names = _processes(view, processes)
+    names = judged_processes(view, processes)
     judged = kept = 0
     lost_evidence: list[int] = []
     lost_names: list[str] = []
@@ -83,17 +83,17 @@ def check_keepalive_on_switchover(events: list[Event], *, min_keep_rate: float =
     for k, s in enumerate(view.switchovers):
         nxt = view.switchovers[k + 1].t0 if k + 1 < len(view.switchovers) else float("inf")
         for p in names:
-            conn = _alive_conn_at(view, p, s.t0)
+            conn = alive_conn_at(view, p, s.t0)
             if conn is None:
                 continue
-            closed = _closure(view, p, conn, s.t0)
+            closed = closure(view, p, conn, s.t0)
             if closed is not None and closed.t < nxt:
                 judged += 1
                 lost_evidence.append(closed.index)
-                lost_names.append(f"{_fmt(p, conn)} at {s.start.get('fault')} {k + 1}: "
+                lost_names.append(f"{fmt(p, conn)} at {s.start.get('fault')} {k + 1}: "
                                   f"{closed.get('error') or closed.type}")
                 continue
-            if _used_after(view, p, conn, s.t1) is None:
+            if used_after(view, p, conn, s.t1) is None:
                 unjudged += 1
                 continue
             judged += 1
@@ -138,7 +138,7 @@ def check_session_state_restored(events: list[Event]) -> Verdict:
                "on the same connection"
     view = build_view(events)
     if not view.switchovers:
-        return _no_switchover("PER-2", expected)
+        return no_switchover("PER-2", expected)
     first = view.switchovers[0].t0
     last = view.switchovers[-1].t1
     sets: dict[tuple[str, str], Event] = {}
@@ -229,8 +229,8 @@ def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0,
                 f"closed with an error within {recovery_window} s (+{tolerance} s)")
     view = build_view(events)
     if not view.switchovers:
-        return _no_switchover("PER-3", expected)
-    names = _processes(view, processes)
+        return no_switchover("PER-3", expected)
+    names = judged_processes(view, processes)
     bad: list[str] = []
     evidence: list[int] = []
     judged = good = 0
@@ -240,18 +240,18 @@ def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0,
         in_window = back - s.t0 <= recovery_window
         outcomes.append(f"principal back after {back - s.t0:.2f} s" if back != float("inf") else "principal never back")
         for p in names:
-            conn = _alive_conn_at(view, p, s.t0)
+            conn = alive_conn_at(view, p, s.t0)
             if conn is None:
                 continue
-            closed = _closure(view, p, conn, s.t0)
-            used = _used_after(view, p, conn, s.t1)
+            closed = closure(view, p, conn, s.t0)
+            used = used_after(view, p, conn, s.t1)
             if in_window:
                 if closed is None and used is not None:
                     judged += 1
                     good += 1
                 elif closed is not None:
                     judged += 1
-                    bad.append(f"{_fmt(p, conn)} closed although the principal was back in the window: "
+                    bad.append(f"{fmt(p, conn)} closed although the principal was back in the window: "
                                f"{closed.get('error')}")
                     evidence.append(closed.index)
                 continue
@@ -259,7 +259,7 @@ def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0,
             if closed is None:
                 if used is not None:
                     judged += 1
-                    bad.append(f"{_fmt(p, conn)} not closed: an operation succeeded on it "
+                    bad.append(f"{fmt(p, conn)} not closed: an operation succeeded on it "
                                f"{used.t_end - s.t0:.2f} s after the switchover")
                     evidence.append(used.done.index if used.done is not None else used.invoke.index)
                 continue
@@ -268,11 +268,11 @@ def check_recovery_window(events: list[Event], *, recovery_window: float = 60.0,
             timed_out = bool(closed.get("timed_out"))
             if timed_out or late:
                 why = "the client gave up waiting" if timed_out else "closed late"
-                bad.append(f"{_fmt(p, conn)} {why} {closed.t - s.t0:.2f} s after the switchover "
+                bad.append(f"{fmt(p, conn)} {why} {closed.t - s.t0:.2f} s after the switchover "
                            f"(window {recovery_window} s): {closed.get('error')}")
                 evidence.append(closed.index)
             elif not closed.get("error") and closed.type != "session.reconnect":
-                bad.append(f"{_fmt(p, conn)} closed without an error message")
+                bad.append(f"{fmt(p, conn)} closed without an error message")
                 evidence.append(closed.index)
             else:
                 good += 1
@@ -309,14 +309,14 @@ def _judge_cases(rule: str, view: View, expected: str, cases_of: Any, drain_wind
             if edge:
                 skipped += 1
                 continue
-            closed = _closure(view, case.process, case.conn, s.t0)
-            who = f"{_fmt(case.process, case.conn)} ({case.what})"
+            closed = closure(view, case.process, case.conn, s.t0)
+            who = f"{fmt(case.process, case.conn)} ({case.what})"
             if in_window:
                 if not expect_kept_in_window:
                     skipped += 1
                     continue
                 judged += 1
-                used = _used_after(view, case.process, case.conn, s.t1)
+                used = used_after(view, case.process, case.conn, s.t1)
                 if closed is not None:
                     bad.append(f"{who} ended {case.ended_at - s.t0:.2f} s into the {drain_window} s drain window "
                                f"but was closed: {closed.get('error')}")
@@ -330,7 +330,7 @@ def _judge_cases(rule: str, view: View, expected: str, cases_of: Any, drain_wind
                 continue
             judged += 1
             after = s.t0 if drain_window is None else s.t0 + drain_window + margin
-            used = _used_after(view, case.process, case.conn, after)
+            used = used_after(view, case.process, case.conn, after)
             if closed is not None and (used is None or used.t_end < closed.t):
                 good += 1
                 summary.append(f"{who} closed: {closed.get('error')}")
@@ -343,7 +343,7 @@ def _judge_cases(rule: str, view: View, expected: str, cases_of: Any, drain_wind
                 skipped += 1
     details = {"judged": judged, "good": good, "not_judged": skipped, "bad": bad[:50], "ok": summary[:50]}
     if not view.switchovers:
-        return _no_switchover(rule, expected)
+        return no_switchover(rule, expected)
     valid = tally(judged, bad)
     if valid == UNKNOWN:
         return Verdict(rule, UNKNOWN, expected=expected,
@@ -366,8 +366,8 @@ def check_drain_window(events: list[Event], *, drain_window: float = 60.0, margi
                 f"work not ended by then: connection closed")
     view = build_view(events)
     return _judge_cases("PER-4", view, expected,
-                        lambda s: _open_transactions(view, s)
-                        + _requests_in_flight(view, s, ("stream", "copy", "slow_query"), False),
+                        lambda s: open_transactions(view, s)
+                        + requests_in_flight(view, s, ("stream", "copy", "slow_query"), False),
                         drain_window, margin, True)
 
 
@@ -377,7 +377,7 @@ def check_temp_tables_not_kept(events: list[Event]) -> Verdict:
     switchover starts is closed."""
     view = build_view(events)
     return _judge_cases("PER-5", view, "a session holding temporary tables at switchover time is closed",
-                        lambda s: _held_state(view, s, ("temp_table",)), None, 0.0, False)
+                        lambda s: held_state(view, s, ("temp_table",)), None, 0.0, False)
 
 
 @rule("PER-6")
@@ -386,7 +386,7 @@ def check_partial_result_not_kept(events: list[Event], *, drain_window: float = 
     operation with ``stream.progress`` before the start, not finished within the drain window) is closed."""
     view = build_view(events)
     return _judge_cases("PER-6", view, "a session with a partly delivered result at switchover time is closed",
-                        lambda s: _requests_in_flight(view, s, ("stream",), True), drain_window, margin, False)
+                        lambda s: requests_in_flight(view, s, ("stream",), True), drain_window, margin, False)
 
 
 @rule("PER-7")
@@ -397,7 +397,7 @@ def check_open_transaction_not_kept(events: list[Event], *, drain_window: float 
     view = build_view(events)
     return _judge_cases("PER-7", view,
                         f"a transaction open at switchover time and not ended within {drain_window} s: closed",
-                        lambda s: _open_transactions(view, s), drain_window, margin, False)
+                        lambda s: open_transactions(view, s), drain_window, margin, False)
 
 
 @rule("PER-8")
@@ -407,8 +407,8 @@ def check_cursor_not_kept(events: list[Event], *, drain_window: float = 60.0, ma
     view = build_view(events)
 
     def cases(s: Switchover) -> list[Case]:
-        held = _held_state(view, s, ("cursor",))
-        copies = [c for c in _requests_in_flight(view, s, ("copy",), False)
+        held = held_state(view, s, ("cursor",))
+        copies = [c for c in requests_in_flight(view, s, ("copy",), False)
                   if c.ended_at is None or c.ended_at - s.t0 > drain_window + margin]
         return held + copies
 
@@ -442,7 +442,7 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
     removals = removals_of(events)
     if not removals:
         return Verdict("PER-9", UNKNOWN, expected=expected, observed="no read-only node removal in the history")
-    ports = _node_of_port(events)
+    ports = node_of_port(events)
     if not ports:
         return Verdict("PER-9", UNKNOWN, expected=expected,
                        observed="no node.ports event: the node serving each query cannot be told")
@@ -457,15 +457,15 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
         for op in view.ops:  # routed away at once
             if op.process in direct:
                 continue
-            if op.invoke.t >= r.t0 + routing_grace and _served_by(op, ports) == r.node:
+            if op.invoke.t >= r.t0 + routing_grace and served_by(op, ports) == r.node:
                 judged += 1
                 bad.append(f"{op.process} op {op.invoke.get('op_id')} invoked {op.invoke.t - r.t0:.2f} s after the "
                            f"removal ran on {r.node}")
                 evidence.append(op.done.index if op.done is not None else op.invoke.index)
-        for s in _on_node(view, ports, r):
+        for s in on_node(view, ports, r):
             if s.process in direct:
                 continue
-            later = [op for op in _after(view, s.process, s.conn, r.t0) if op is not s.running]
+            later = [op for op in ops_after(view, s.process, s.conn, r.t0) if op is not s.running]
             lost = next((op for op in ([s.running] if s.running else []) + later if op.lost), None)
             used = next((op for op in later if op.ok and op.invoke.t >= r.t0), None)
             running = s.running
@@ -474,7 +474,7 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
                 what = "idle" if running is None else f"query ending {running.t_end - r.t0:.2f} s in"
                 if lost is not None:
                     judged += 1
-                    bad.append(f"{_fmt(s.process, s.conn)} ({what}) closed: {lost.done.get('error')}")  # type: ignore[union-attr]
+                    bad.append(f"{fmt(s.process, s.conn)} ({what}) closed: {lost.done.get('error')}")  # type: ignore[union-attr]
                     evidence.append(lost.done.index)  # type: ignore[union-attr]
                 elif used is not None:
                     judged += 1
@@ -487,7 +487,7 @@ def check_readonly_node_removal(events: list[Event], *, window: float = 60.0, to
                 good += 1
             elif used is not None or (lost is not None and lost.t_end > deadline) or running.ok:
                 judged += 1
-                bad.append(f"{_fmt(s.process, s.conn)} query running past the {window} s window was not "
+                bad.append(f"{fmt(s.process, s.conn)} query running past the {window} s window was not "
                            "closed in time")
                 evidence.append(running.invoke.index)
     details = {"judged": judged, "good": good, "bad": bad[:50], "removals": [r.node for r in removals]}
@@ -512,7 +512,7 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
     if not removals or not kinds:
         return Verdict("PER-10", UNKNOWN, expected=expected,
                        observed="no read-only node removal" if not removals else "no session.endpoint event")
-    ports = _node_of_port(events)
+    ports = node_of_port(events)
     if not ports:
         return Verdict("PER-10", UNKNOWN, expected=expected, observed="no node.ports event")
     bad: list[str] = []
@@ -520,11 +520,11 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
     judged = good = 0
     per_kind: dict[str, int] = defaultdict(int)
     for r in removals:
-        for s in _on_node(view, ports, r):
+        for s in on_node(view, ports, r):
             kind = kinds.get(s.process)
             if kind not in PERSISTENT_ENDPOINTS + DISCONNECTED_ENDPOINTS or s.running is not None:
                 continue  # running queries are PER-9's
-            later = _after(view, s.process, s.conn, r.t0)
+            later = ops_after(view, s.process, s.conn, r.t0)
             lost = next((op for op in later if op.lost), None)
             used = next((op for op in later if op.ok), None)
             if lost is None and used is None:
@@ -535,7 +535,7 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
                 if lost is None:
                     good += 1
                 else:
-                    bad.append(f"{_fmt(s.process, s.conn)} via {kind} endpoint closed: {lost.done.get('error')}")  # type: ignore[union-attr]
+                    bad.append(f"{fmt(s.process, s.conn)} via {kind} endpoint closed: {lost.done.get('error')}")  # type: ignore[union-attr]
                     evidence.append(lost.done.index)  # type: ignore[union-attr]
                 continue
             # disconnected once the removal is over (it may serve until then): nothing succeeds on
@@ -545,7 +545,7 @@ def check_endpoint_support(events: list[Event], *, tolerance: float = 1.0, windo
                 good += 1
             elif kept_on is not None or lost is not None:
                 how = "kept" if kept_on is not None else f"disconnected only {lost.t_end - r.t1:.2f} s"  # type: ignore[union-attr]
-                bad.append(f"{_fmt(s.process, s.conn)} via {kind} {how} after its node {r.node} was removed")
+                bad.append(f"{fmt(s.process, s.conn)} via {kind} {how} after its node {r.node} was removed")
                 evidence.append(kept_on.done.index if kept_on is not None and kept_on.done is not None
                                 else s.evidence)
             else:

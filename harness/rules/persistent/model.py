@@ -136,14 +136,14 @@ def build_view(events: list[Event], fault: str | Sequence[str] = "switchover") -
     return view
 
 
-def _alive_conn_at(view: View, process: str, t: float) -> Any:
+def alive_conn_at(view: View, process: str, t: float) -> Any:
     """The front connection ``process`` held at time ``t`` (last op.ok completed before ``t``)."""
     times = view.ok_times.get(process, [])
     i = bisect.bisect_left(times, t, key=lambda item: item[0])
     return times[i - 1][1] if i > 0 else None
 
 
-def _closure(view: View, process: str, conn: Any, after: float) -> Event | None:
+def closure(view: View, process: str, conn: Any, after: float) -> Event | None:
     """The first event at or after ``after`` showing front connection (process, conn) closed."""
     candidates = [op.done for op in view.by_conn.get((process, conn), [])
                   if op.lost and op.done is not None and op.done.t >= after]
@@ -152,23 +152,23 @@ def _closure(view: View, process: str, conn: Any, after: float) -> Event | None:
     return min(candidates, key=lambda e: e.index) if candidates else None
 
 
-def _used_after(view: View, process: str, conn: Any, after: float) -> Op | None:
+def used_after(view: View, process: str, conn: Any, after: float) -> Op | None:
     """The first successful operation on (process, conn) that completed after ``after``."""
     found = [op for op in view.by_conn.get((process, conn), []) if op.ok and op.t_end > after]
     return min(found, key=lambda op: op.t_end) if found else None
 
 
-def _processes(view: View, processes: list[str] | None) -> list[str]:
+def judged_processes(view: View, processes: list[str] | None) -> list[str]:
     names = list(view.opened) if processes is None else list(processes)
     return sorted(set(names))
 
 
-def _no_switchover(rule: str, expected: str) -> Verdict:
+def no_switchover(rule: str, expected: str) -> Verdict:
     return Verdict(rule, UNKNOWN, expected=expected, observed="no switchover (fault.start fault=switchover) "
                    "in the history")
 
 
-def _fmt(process: str, conn: Any) -> str:
+def fmt(process: str, conn: Any) -> str:
     return f"{process}#{conn}"
 
 
@@ -186,7 +186,7 @@ class Case:
     evidence: int
 
 
-def _open_transactions(view: View, s: Switchover) -> list[Case]:
+def open_transactions(view: View, s: Switchover) -> list[Case]:
     """Sessions inside an explicit transaction (``begin`` ok, not yet ended) when ``s`` started."""
     cases = []
     by_process: dict[str, list[Op]] = defaultdict(list)
@@ -208,7 +208,7 @@ def _open_transactions(view: View, s: Switchover) -> list[Case]:
     return cases
 
 
-def _requests_in_flight(view: View, s: Switchover, fs: tuple[str, ...], need_progress: bool) -> list[Case]:
+def requests_in_flight(view: View, s: Switchover, fs: tuple[str, ...], need_progress: bool) -> list[Case]:
     """Operations ``f`` in ``fs`` invoked before ``s`` started and not finished then (with a
     ``stream.progress`` before the start when ``need_progress``: a result partly delivered)."""
     progress = {(e.get("process"), e.get("op_id")) for e in view.events
@@ -226,7 +226,7 @@ def _requests_in_flight(view: View, s: Switchover, fs: tuple[str, ...], need_pro
     return cases
 
 
-def _held_state(view: View, s: Switchover, kinds: tuple[str, ...]) -> list[Case]:
+def held_state(view: View, s: Switchover, kinds: tuple[str, ...]) -> list[Case]:
     """Sessions holding state of ``kinds`` (``state.set``; a later ``state.set`` with kind
     ``<kind>_dropped`` and the same key releases it) when ``s`` started."""
     holding: dict[tuple[str, str], Event] = {}
@@ -286,7 +286,7 @@ def removals_of(events: list[Event]) -> list[Removal]:
     return list(out.values())
 
 
-def _node_of_port(events: list[Event]) -> dict[int, str]:
+def node_of_port(events: list[Event]) -> dict[int, str]:
     found: dict[int, str] = {}
     for e in events:
         if e.type == "node.ports":
@@ -295,7 +295,7 @@ def _node_of_port(events: list[Event]) -> dict[int, str]:
     return found
 
 
-def _served_by(op: Op, ports: dict[int, str]) -> str | None:
+def served_by(op: Op, ports: dict[int, str]) -> str | None:
     if not op.ok or op.done is None:
         return None
     value = op.done.get("value")
@@ -312,7 +312,7 @@ class OnNode:
     evidence: int
 
 
-def _on_node(view: View, ports: dict[int, str], r: Removal) -> list[OnNode]:
+def on_node(view: View, ports: dict[int, str], r: Removal) -> list[OnNode]:
     """Front connections whose last answer before the removal came from ``r.node``, with the request
     they had in flight then (if any)."""
     by_process: dict[str, list[Op]] = defaultdict(list)
@@ -324,12 +324,12 @@ def _on_node(view: View, ports: dict[int, str], r: Removal) -> list[OnNode]:
         if not before:
             continue
         last = before[-1]
-        if _served_by(last, ports) != r.node:
+        if served_by(last, ports) != r.node:
             continue
         running = next((op for op in ops if op.invoke.t < r.t0 <= op.t_end and op.conn == last.conn), None)
         out.append(OnNode(p, last.conn, running, last.done.index if last.done is not None else last.invoke.index))
     return out
 
 
-def _after(view: View, process: str, conn: Any, t: float) -> list[Op]:
+def ops_after(view: View, process: str, conn: Any, t: float) -> list[Op]:
     return [op for op in view.by_conn.get((process, conn), []) if op.invoke.t >= t or op.t_end >= t]
