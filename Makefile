@@ -33,9 +33,9 @@ REAL_PASS := tests/toxiproxy_compat tests/test_toxiproxy_real_suites.py
 # with (one pytest session), ACR + APP + ICM + LPQ + PER against a local run of their own, and the MariaDB
 # DUR + PER suites against a local MariaDB run of their own (docs/compose.md).
 COMPOSE_PASS := tests/test_compose_suites.py
-# The second pass's comparisons run side by side (-n 2; the two that read the one local DUR + MIR run share a
-# worker through their xdist group): about 9-10 min where one after the other took about 18 (docs/compose.md).
-SECOND_PASS_ARGS := -n $(JOBS) --dist loadgroup
+# The second pass's comparisons run side by side (-n 2; an idle worker takes queued tests from the other; the one
+# local DUR + MIR run two of them read runs once per session, tests/conftest.py): docs/compose.md "In make test".
+SECOND_PASS_ARGS := -n $(JOBS) --dist worksteal
 # The persistent proxy's end-to-end tests, run again by make test on its pure-Python framing and tracking
 # (FAILOVER_HARNESS_PURE_PYTHON=1: the path of an install without a C compiler; ~80 s at -n 2, docs/persistent-proxy.md).
 PURE_PYTHON_PASS := tests/test_persistent_proxy.py
@@ -61,7 +61,7 @@ test: setup
 	$(VENV)/bin/lint-imports --no-cache
 	@status=0; \
 	$(FH) compose-setup || status=$$?; \
-	[ $$status -ne 0 ] || $(PYTEST) -n $(JOBS) tests --ignore=tests/test_toxiproxy_real_suites.py \
+	[ $$status -ne 0 ] || $(PYTEST) -n $(JOBS) --durations=15 tests --ignore=tests/test_toxiproxy_real_suites.py \
 		--ignore=$(COMPOSE_PASS) || status=$$?; \
 	if [ $$status -eq 0 ]; then \
 		echo "== the persistent proxy's end-to-end tests on its pure-Python data path (FAILOVER_HARNESS_PURE_PYTHON=1)"; \

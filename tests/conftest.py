@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -28,13 +29,26 @@ def isolated_home() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def local_suite_run(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+def local_suite_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SuiteRun:
     """``suites/durability`` and ``suites/mirroring`` once on the local backend with the embedded
     fault proxy: the reference both same-verdict comparisons of a session read (the real Toxiproxy,
-    tests/test_toxiproxy_real_suites.py; the compose backend, tests/test_compose_suites.py)."""
+    tests/test_toxiproxy_real_suites.py; the compose backend, tests/test_compose_suites.py). Under
+    pytest-xdist (make test's second pass runs the comparisons side by side) the first worker that
+    needs it runs it under a lock in the session's common temporary folder and the others read its
+    result: once per session, whichever worker each comparison lands on."""
     from tests.support.suite_runs import run_suites
 
-    return run_suites("embedded", None, tmp_path_factory.mktemp("local-suites"))
+    if worker_id == "master":
+        return run_suites("embedded", None, tmp_path_factory.mktemp("local-suites"))
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this session
+    with open(shared / "local-suites.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if the run raised
+        done = shared / "local-suites.json"
+        if done.exists():
+            return SuiteRun.from_json(done.read_text(encoding="utf-8"))
+        run = run_suites("embedded", None, shared / "local-suites")
+        done.write_text(run.to_json(), encoding="utf-8")
+        return run
 
 
 #: ``user_properties`` key of a line a test wants printed in the session's summary.

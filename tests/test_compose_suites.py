@@ -109,7 +109,6 @@ def test_the_parts_cover_every_suite_of_make_chaos() -> None:
 
 
 @pytest.mark.timeout(2400)  # one suite run on compose (and the local one, if not run yet), and re-runs
-@pytest.mark.xdist_group("dur-mir-local-run")  # on the worker that holds local_suite_run (make test: -n 2)
 def test_dur_and_mir_suites_give_the_same_verdicts_on_compose_and_local(
         tmp_path: Path, summary_line: Callable[[str], None], isolated_home: dict[str, str],
         local_suite_run: SuiteRun) -> None:

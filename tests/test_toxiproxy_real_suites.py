@@ -21,7 +21,16 @@ from pathlib import Path
 import pytest
 
 from harness.toxiproxy.server_choice import find_server_binary
-from tests.support.suite_runs import REPO, SuiteRun, alike, compare_with_reruns, environment, never_alike, run_suites
+from tests.support.suite_runs import (
+    REPO,
+    SuiteRun,
+    alike,
+    compare_with_reruns,
+    differences,
+    environment,
+    never_alike,
+    run_suites,
+)
 
 
 def real_binary() -> str | None:
@@ -48,8 +57,18 @@ def test_a_server_difference_is_told_from_a_flake_and_unknown_agrees_with_either
     assert not alike(ok, ("passed", [("MIR-5", True), ("MIR-7", True)]))
 
 
+def test_the_shared_local_run_read_back_by_another_worker_compares_equal(tmp_path: Path) -> None:
+    """Under pytest-xdist the local DUR + MIR run is written once as JSON and read by the other worker
+    (tests/conftest.py ``local_suite_run``): its verdicts must compare as the written ones do."""
+    run = SuiteRun(1.5, {"t": ("passed", [("MIR-5", True), ("MIR-7", "unknown")]),
+                         "u": ("failed", [("DUR-1", False)])}, tmp_path, "out")
+    back = SuiteRun.from_json(run.to_json())
+    assert back == run and differences(run.verdicts, back.verdicts) == {}
+    assert differences(run.verdicts, SuiteRun.from_json(run.to_json().replace("false", "true")).verdicts) == {
+        "u": (("failed", [("DUR-1", False)]), ("failed", [("DUR-1", True)]))}
+
+
 @pytest.mark.timeout(2400)  # two runs of the suites, and re-runs of any test that differed
-@pytest.mark.xdist_group("dur-mir-local-run")  # on the worker that holds local_suite_run (make test: -n 2)
 def test_durability_and_mirroring_give_the_same_verdicts_through_the_real_server(
         tmp_path: Path, summary_line: Callable[[str], None], local_suite_run: SuiteRun) -> None:
     binary = real_binary()

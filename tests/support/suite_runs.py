@@ -29,6 +29,18 @@ class SuiteRun:
     reports: Path
     output: str
 
+    def to_json(self) -> str:
+        """This run as JSON (read back by :meth:`from_json`)."""
+        return json.dumps({"seconds": self.seconds, "verdicts": self.verdicts, "reports": str(self.reports),
+                           "output": self.output})
+
+    @classmethod
+    def from_json(cls, text: str) -> SuiteRun:
+        """The run :meth:`to_json` wrote, its verdicts as tuples again (as compared)."""
+        data = json.loads(text)
+        verdicts = {t: (outcome, [tuple(v) for v in vs]) for t, (outcome, vs) in data["verdicts"].items()}
+        return cls(data["seconds"], verdicts, Path(data["reports"]), data["output"])
+
 
 def suite_env(kind: str, binary: str | None, reports: Path) -> dict[str, str]:
     """The environment of a run with the ``kind`` fault proxy (``embedded``, ``real``, or ``compose``:
