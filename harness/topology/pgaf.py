@@ -314,6 +314,9 @@ class PgafCluster:
         self._update_state(add)
 
     def _spawn(self, name: str, argv: list[str], paths: NodePaths, log: Path) -> int:
+        runtime = paths.home / "run"  # pg_autoctl's pid file goes here ($XDG_RUNTIME_DIR), else to /tmp
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        self.run_as.chown(runtime)
         pid = spawn_server(argv, log, self.run_as, cwd=paths.home, env=environment(paths, pg_bindir()))
         self._register(ProcessRecord(name, pid, pid, start_ticks(pid)))
         return pid
@@ -382,9 +385,23 @@ class PgafCluster:
         paths = self.node_paths(name)
         paths.home.mkdir(mode=0o700, exist_ok=True)
         self.run_as.chown(paths.home)
+        self._remove_stale_pidfile(paths)
         x = self._x().node(name)
         argv = create_node_argv(paths, name, x.pg_port, x.listens["monitor"]) if create else run_argv(paths)
         return self._spawn(f"pgaf-{name}", argv, paths, paths.home / "pg_autoctl.log")
+
+    @staticmethod
+    def _remove_stale_pidfile(paths: NodePaths) -> None:
+        """A SIGKILLed pg_autoctl leaves its pid file behind, and while its PostgreSQL server still runs
+        in the dead pg_autoctl's process group a new ``pg_autoctl run`` takes that for a live instance and
+        exits: remove the file when the pg_autoctl it names is gone."""
+        for pidfile in (paths.home / "run").rglob("pg_autoctl.pid"):
+            try:
+                pid = int(pidfile.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if not pid_alive(pid):
+                pidfile.unlink(missing_ok=True)
 
     def _create_login(self, leader: str) -> None:
         """The unprivileged test login (random password, 0600 password file in the run; the servers
@@ -681,15 +698,21 @@ class PgafCluster:
         def body() -> dict[str, Any]:
             if self._keeper_pid(name):
                 raise InvalidOperation(f"pg_autoctl of {name} is running already")
-            self._spawn_keeper(name, create=False)
+            since = time.time()
+            pid = self._spawn_keeper(name, create=False)
             self._set_node(name, RUNNING)
             self._emit("ham.start", node=name)
             if wait:
                 deadline = time.monotonic() + 120
                 while True:
                     p = self.probe(name)
-                    if p.recovery is not None and p.monitor_state in (*STANDBY_STATES, *PRIMARY_STATES) \
-                            and p.monitor_goal == p.monitor_state:
+                    row = self.monitor_view().get(name)
+                    if not pid_alive(pid):
+                        raise TopologyError(f"pg_autoctl of {name} exited (see "
+                                            f"{self.node_paths(name).home / 'pg_autoctl.log'})")
+                    if (p.recovery is not None and p.monitor_state in (*STANDBY_STATES, *PRIMARY_STATES)
+                            and p.monitor_goal == p.monitor_state and row is not None
+                            and (row.reported_at or 0) > since):  # reported by the new pg_autoctl
                         break
                     if time.monotonic() > deadline:
                         raise TopologyError(f"{name} did not rejoin within 120 s ({p.summary()}; see "

@@ -27,6 +27,7 @@ class MonitorView:
     reported: str | None
     goal: str | None
     health: int | None
+    reported_at: float | None = None  # when the node's keeper last reported (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,11 @@ def monitor_states(socket_dir: Path, port: int) -> dict[str, MonitorView]:
     try:
         with psycopg.connect(host=str(socket_dir), port=port, user="postgres", dbname=MONITOR_DB,
                              autocommit=True, connect_timeout=2) as conn:
-            rows = conn.execute("SELECT nodename, reportedstate::text, goalstate::text, health "
-                                "FROM pgautofailover.node").fetchall()
+            rows = conn.execute("SELECT nodename, reportedstate::text, goalstate::text, health, "
+                                "extract(epoch FROM reporttime)::float8 FROM pgautofailover.node").fetchall()
     except psycopg.Error:
         return {}
-    return {str(r[0]): MonitorView(r[1], r[2], r[3]) for r in rows}
+    return {str(r[0]): MonitorView(r[1], r[2], r[3], r[4]) for r in rows}
 
 
 def probe_node(node: str, socket_dir: Path, port: int, monitor_port: int) -> PgafProbe:
