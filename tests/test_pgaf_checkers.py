@@ -162,3 +162,46 @@ def test_ham_5_unknown_without_the_managers_view() -> None:
     h.add(1.0, "ham.probe", node="n1", t_end=1.1, recovery=False, write="ok", timeline=1, streaming=None,
           monitor_state=None, api_primary=None, api_replica=None)
     assert check_health_endpoints_agree_with_servers(h.events).status == "unknown"
+
+
+# ------------------------------------------------------------------------------------ HAM-7
+def _monitor_cut(n1_during: str, n2_during: str = "replica", heal_at: float | None = 8.0) -> H:
+    h = rounds(H(), 0, 2, {"n1": ("primary", None), "n2": ("replica", None)})
+    h.add(2.0, "ham.monitor.cut", node="n1", was_leader=True)
+    rounds(h, 2.0, 8.0, {"n1": (n1_during, None), "n2": (n2_during, None)})
+    if heal_at is not None:
+        h.add(heal_at, "ham.monitor.heal", node="n1")
+    return rounds(h, 8.0, 10.0, {"n1": ("primary", None), "n2": ("replica", None)})
+
+
+def test_ham_7_kept_when_the_primary_stays_primary_while_cut() -> None:
+    from harness.rules.ham import check_monitor_loss_alone_keeps_the_primary
+
+    v = check_monitor_loss_alone_keeps_the_primary(_monitor_cut("primary").events)
+    assert v.status == "kept" and "n1 stayed primary" in v.observed, v
+
+
+def test_ham_7_violated_when_the_cut_primary_goes_into_recovery_or_down() -> None:
+    from harness.rules.ham import check_monitor_loss_alone_keeps_the_primary
+
+    for role, word in (("replica", "in recovery"), ("down", "down")):
+        v = check_monitor_loss_alone_keeps_the_primary(_monitor_cut(role).events)
+        assert v.status == "violated" and word in v.observed, (role, v)
+
+
+def test_ham_7_a_demotion_at_the_cuts_own_instant_counts() -> None:
+    from harness.rules.ham import check_monitor_loss_alone_keeps_the_primary
+
+    h = rounds(H(), 0, 2, {"n1": ("primary", None), "n2": ("replica", None)})
+    h.add(2.0, "ham.monitor.cut", node="n1", was_leader=True)
+    h.probe(2.0, "n1", "replica").probe(2.0, "n2", "replica")  # equal timestamps with the cut
+    h.add(3.0, "ham.monitor.heal", node="n1")
+    assert check_monitor_loss_alone_keeps_the_primary(h.events).status == "violated"
+
+
+def test_ham_7_not_judged_without_a_streaming_standby() -> None:
+    from harness.rules.ham import check_monitor_loss_alone_keeps_the_primary
+
+    v = check_monitor_loss_alone_keeps_the_primary(_monitor_cut("replica", n2_during="down").events)
+    assert v.status == "unknown" and "no standby" in v.observed, v
+    assert check_monitor_loss_alone_keeps_the_primary(H().events).status == "unknown"

@@ -335,3 +335,44 @@ def check_former_leader_rejoins_new_timeline(events: Sequence[Event], *, rejoin_
     return _verdict("HAM-6", expected, judged=judged, bad=bad, kept=lambda: "; ".join(judged),
                     unknown=not_judged[0] if not_judged else "no change of leader observed",
                     not_judged=not_judged)
+
+
+@rule("HAM-7")
+def check_monitor_loss_alone_keeps_the_primary(events: Sequence[Event]) -> Verdict:
+    """HAM-7 (pg_auto_failover): a primary whose keeper loses the monitor while a standby still streams
+    from it is not demoted - the keeper demotes only when it reaches neither the monitor nor any
+    standby for ``network_partition_timeout``, and the monitor fails over only a node its health
+    checks find unhealthy (which still reach it here). From the cut (``ham.monitor.cut``) to its heal
+    (or the end of the observation), every observation of the node shows its server up and out of
+    recovery; a write that merely waited too long for the synchronous standby is not a demotion.
+    A cut during which no standby was observed streaming is not judged."""
+    rule_id = "HAM-7"
+    expected = "a primary cut only from the monitor, its standbys streaming, stays up and out of recovery"
+    cuts = [e for e in of_type(events, "ham.monitor.cut") if e.get("was_leader")]
+    heals = of_type(events, "ham.monitor.heal")
+    obs = observations(events)
+    judged: list[str] = []
+    bad: list[Violation] = []
+    not_judged: list[str] = []
+    for cut in cuts:
+        node = str(cut.get("node"))
+        heal = next((h for h in heals if h.get("node") == node and h.t >= cut.t), None)
+        end = heal.t if heal is not None else max((o.t_end for o in obs), default=cut.t)
+        inside = [o for o in obs if o.t >= cut.t and o.t_end <= end]
+        mine = [o for o in inside if o.node == node]
+        if not any(o.node != node and o.recovery is True and o.streaming for o in inside):
+            not_judged.append(f"no standby was observed streaming while {node} was cut from the monitor")
+            continue
+        if not mine:
+            not_judged.append(f"{node} was not observed while cut from the monitor")
+            continue
+        demoted = next((o for o in mine if o.recovery is not False), None)
+        if demoted is not None:
+            state = "down" if demoted.recovery is None else "in recovery"
+            bad.append((f"{node} was {state} at t={demoted.t:.3f}, {demoted.t - cut.t:.2f} s after its keeper "
+                        "lost the monitor, while a standby streamed", (cut.index, demoted.index)))
+            continue
+        judged.append(f"{node} stayed primary for {end - cut.t:.1f} s cut from the monitor ({len(mine)} observations)")
+    return _verdict(rule_id, expected, judged=judged, bad=bad, kept=lambda: "; ".join(judged),
+                    unknown=not_judged[0] if not_judged else "no cut of the primary from the monitor in the history",
+                    not_judged=not_judged)
