@@ -22,7 +22,7 @@ from harness.rules.ham.model import pgaf_failover_bound, settings
 from harness.topology.pgaf_settings import DEFAULT_SETTINGS, PgafSettings
 
 PGAF = {"manager": "pg_auto_failover", **DEFAULT_SETTINGS.to_dict(), "synchronous_mode": True}
-BOUND = DEFAULT_SETTINGS.failover_bound_s()  # 12 s with the harness's settings
+BOUND = DEFAULT_SETTINGS.failover_bound_s()  # 13.5 s with the harness's settings
 
 
 class H:
@@ -66,7 +66,7 @@ def test_the_checkers_bound_is_the_topologys_bound_from_the_same_settings() -> N
     assert pgaf_failover_bound(other.to_dict()) == pytest.approx(other.failover_bound_s()) == 54.0  # 5+5+2*(2+5) > 20
     slow_checks = PgafSettings(health_check_period_ms=3000, health_check_timeout_ms=2000,
                                node_considered_unhealthy_timeout_ms=1000)  # checks (3+2+1*(0.5+2)) outlast it
-    assert pgaf_failover_bound(slow_checks.to_dict()) == pytest.approx(7.5 + 8.0)
+    assert pgaf_failover_bound(slow_checks.to_dict()) == pytest.approx(7.5 + 8.0)  # 3 + 2 + 1 * (0.5 + 2)
 
 
 def test_settings_refuse_a_partition_timeout_not_shorter_than_the_demote_timeout() -> None:
@@ -96,13 +96,17 @@ def test_ham_3_kept_when_the_new_primary_writes_within_the_bound() -> None:
     assert "primary_demote_timeout" in v.expected
 
 
-def test_ham_3_violated_when_the_new_primary_writes_after_bound_plus_tolerance() -> None:
-    v = check_failover_within_bound(_loss(2.0 + BOUND + 6).events)
+def test_ham_3_kept_within_the_keepers_steps_and_violated_after_them() -> None:
+    v = check_failover_within_bound(_loss(2.0 + BOUND + 8).events)  # past 5 s, within 5 + 4 keeper steps
+    assert v.status == "kept" and "+9 s" in v.expected, v
+    v = check_failover_within_bound(_loss(2.0 + BOUND + 10).events)
     assert v.valid is False and "n2" in v.observed, v
+    v = check_failover_within_bound(_loss(2.0 + BOUND + 8).events, keeper_steps_s=0.0)
+    assert v.valid is False, v
 
 
 def test_ham_3_ignores_a_manager_only_kill() -> None:
-    v = check_failover_within_bound(_loss(2.0 + BOUND + 6, what="pg_autoctl").events)
+    v = check_failover_within_bound(_loss(2.0 + BOUND + 10, what="pg_autoctl").events)
     assert v.status == "unknown"
 
 

@@ -153,21 +153,27 @@ def check_dcs_loss_demotion_window(events: Sequence[Event], *, tolerance_s: floa
 
 
 @rule("HAM-3")
-def check_failover_within_bound(events: Sequence[Event], *, tolerance_s: float = 5.0) -> Verdict:
+def check_failover_within_bound(events: Sequence[Event], *, tolerance_s: float = 5.0,
+                                keeper_steps_s: float = 4.0) -> Verdict:
     """HAM-3: after the leader's machine is lost (the manager and PostgreSQL killed), another node
     accepts writes within the documented bound computed from the recorded settings, +
     ``tolerance_s`` for the promotion and the observation. Patroni: ttl + loop_wait (the leader key
     expires at most ttl after its last update; the replicas race in their next loop).
     pg_auto_failover: the monitor's failure detection (``node_considered_unhealthy_timeout`` and the
     health checks) + ``primary_demote_timeout`` (:func:`harness.rules.ham.model.pgaf_failover_bound`).
-    In Patroni's synchronous_mode only the synchronous standby may be promoted: a loss recorded with
-    none (``sync_standby`` empty) is *unknown*."""
+    **(interpretation)** On pg_auto_failover each step of the failover's state machine after the
+    decision (report_lsn when there are several secondaries, prepare_promotion, stop_replication,
+    wait_primary) waits for a keeper's report, which no setting bounds: ``keeper_steps_s`` (1 s per
+    step) is added to the tolerance. In Patroni's synchronous_mode only the synchronous standby may be
+    promoted: a loss recorded with none (``sync_standby`` empty) is *unknown*."""
     rule_id = "HAM-3"
     s = settings(events)
     if s is None:
         return _unknown(rule_id, "a new leader within the manager's documented bound of the leader's loss",
                         "no ham.settings")
     bound = s.failover_bound
+    if s.manager != PATRONI:
+        tolerance_s += keeper_steps_s
     expected = (f"a new leader accepting writes within {s.bound_formula} = {bound:g} s (+{tolerance_s:g} s) "
                 "of the loss")
     kills = [e for e in of_type(events, "ham.kill") if e.get("was_leader") and e.get("what") in MACHINE_LOSS]
