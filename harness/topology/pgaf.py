@@ -634,13 +634,27 @@ class PgafCluster:
             self._kill_keeper(name, keep_postgres=False)
             self._kill_postmaster(name)
             self._set_node(name, KILLED)
+            since = time.time()
             self._emit("ham.kill", node=name, was_leader=was_leader, what="pg_autoctl+postgres")
             out: dict[str, Any] = {"was_leader": was_leader}
             if wait:
                 out["new_leader"] = self.wait_one_leader(timeout=self.failover_budget(),
                                                          exclude=name if was_leader else None)
+                out["monitor_steps"] = self.monitor_steps(since)
             return out
         return self._op("kill", name, body)
+
+    def monitor_steps(self, since: float, limit: int = 24) -> list[str]:
+        """The monitor's own account of the state machine since ``since`` (epoch seconds): its log lines
+        that mark a node unhealthy or assign a goal state (HAM-3 evidence: where a failover's time went)."""
+        try:
+            lines = (self.path / "monitor.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        start = time.strftime("%H:%M:%S", time.localtime(since - 1))
+        keep = [line.strip()[:220] for line in lines
+                if line[:8] >= start and ("unhealthy" in line or "Setting goal state" in line)]
+        return keep[:limit]
 
     def kill_manager(self, name: str, wait: bool = False) -> dict[str, Any]:
         """Only the pg_autoctl of ``name`` dies (SIGKILL); its PostgreSQL server keeps running."""
