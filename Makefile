@@ -17,7 +17,7 @@
 #   make matrix   - the LPQ suites against every registered PostgreSQL driver -> docs/matrix-lpq.md (not part of make chaos)
 #   make matrix-mir - the MIR suites against the same drivers -> docs/matrix-mirroring-drivers.md
 #   make matrix-app - the app suites against every registered pool -> docs/matrix-app.md
-#   make chaos-ham - the HAM suites (Patroni over etcd, suites/ham; local backend only; not part of make chaos)
+#   make chaos-ham - the HAM suites (Patroni over etcd, pg_auto_failover; suites/ham; local backend only; not part of make chaos)
 
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -87,7 +87,7 @@ chaos: setup $(if $(filter compose,$(BACKEND)),compose-setup)
 	$(FH) report; \
 	$(if $(filter compose,$(BACKEND)),$(STOP_ENGINE);) exit $$status
 
-# The HAM suites (real Patroni 3 + etcd, docs/ha-managers.md): their own target, not part of make chaos.
+# The HAM suites (real Patroni 3 + etcd, real pg_auto_failover 2.0; docs/ha-managers.md): their own target, not part of make chaos.
 chaos-ham: setup
 	$(FH) run --backend local suites/ham; status=$$?; $(FH) report; exit $$status
 

@@ -19,6 +19,7 @@ from harness.topology.backend import get_backend, get_engine
 from harness.topology.capabilities import BACKEND_NAMES, CAPABILITIES, markdown, refusal, with_table
 from harness.topology.links import DirectLinks
 from harness.topology.patroni import check_backend
+from harness.topology.pgaf import check_backend as check_pgaf_backend
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "compose.md"
 #: Public methods of Faults that are plumbing, not faults (each with why).
@@ -60,6 +61,7 @@ def test_each_no_of_compose_is_the_backends_own_one_line_refusal() -> None:
         "group of N > 3": lambda: compose.build(postgres, 4),
         "links object": lambda: compose.build(postgres, 2, links=DirectLinks()),
         "patroni-pair / patroni-group3": lambda: check_backend("compose"),
+        "pgaf-pair / pgaf-group3": lambda: check_pgaf_backend("compose"),
     }
     refused = {c.name for c in CAPABILITIES if c.compose is not None}
     # those: tests/test_node_membership.py (mariadb add_node: tests/test_compose_mariadb.py)

@@ -37,7 +37,7 @@ MARIADB_SUITES = ["suites/durability", "suites/persistent"]
 MARIADB_OPTIONS = ["--engine", "mariadb", "-m", "not slow"]
 AT_LEAST_MARIADB = 12  # the 2 DUR and 10 PER tests of that run (not vacuous)
 #: Suite folders not compared on compose, each with the capability row (harness/topology/capabilities.py)
-#: that refuses it there: suites/ham needs the Patroni topologies (compose Patroni topology not built;
+#: that refuses it there: suites/ham needs the Patroni and pg_auto_failover topologies (neither built on compose;
 #: also not part of make chaos: make chaos-ham).
 NOT_ON_COMPOSE = {"suites/ham": "patroni-pair / patroni-group3"}
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from harness.cli import patroni_cmds
+from harness.cli import patroni_cmds, pgaf_cmds
 from harness.cli.attach_cmds import coordinate_run, endpoints_of, repoint_run
 from harness.cli.fault_network import jitter_ms, latency_ms
 from harness.cli.membership_cmds import MEMBERSHIP_ACTIONS, apply_membership
@@ -34,9 +34,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start a topology; with --detach print its description and leave it running."""
     if args.topology in patroni_cmds.PATRONI_TOPOLOGIES:  # Patroni manages the roles (docs/ha-managers.md)
         return patroni_cmds.up(args)
+    if args.topology in pgaf_cmds.PGAF_TOPOLOGIES:  # pg_auto_failover manages the roles (docs/ha-managers.md)
+        return pgaf_cmds.up(args)
     if args.topology not in TOPOLOGIES:
         raise ConfigError(f"unknown topology {args.topology!r}; choose one of "
-                          f"{', '.join([*TOPOLOGIES, *patroni_cmds.PATRONI_TOPOLOGIES])}")
+                          f"{', '.join([*TOPOLOGIES, *patroni_cmds.PATRONI_TOPOLOGIES, *pgaf_cmds.PGAF_TOPOLOGIES])}")
     implied = TOPOLOGY_ENGINES.get(args.topology)
     if args.engine is not None and implied is not None and args.engine != implied:
         raise ConfigError(f"topology {args.topology!r} runs on engine {implied!r}, not {args.engine!r}; "
@@ -88,6 +90,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Print a run's current roles and addresses."""
     if patroni_cmds.is_patroni_run(args.run):
         return patroni_cmds.status(args)
+    if pgaf_cmds.is_pgaf_run(args.run):
+        return pgaf_cmds.status(args)
     topo = attach(args.run)
     desc = topo.describe()
     topo.check_processes(desc)  # each process checked: 'dead' for one that is gone, never a stale 'running'
@@ -130,6 +134,8 @@ def cmd_fault(args: argparse.Namespace) -> int:
         return _mark_state(args)
     if patroni_cmds.is_patroni_run(args.run):  # Patroni's own role operations (docs/ha-managers.md)
         return patroni_cmds.fault(args)
+    if pgaf_cmds.is_pgaf_run(args.run):  # pg_auto_failover's own role operations (docs/ha-managers.md)
+        return pgaf_cmds.fault(args)
     topo = attach(args.run)
     action = args.action
     _check_node_name(topo, args)
@@ -193,6 +199,8 @@ def cmd_down(args: argparse.Namespace) -> int:
         raise ConfigError("say which run to tear down: 'down --run ID' or 'down --all'")
     if patroni_cmds.is_patroni_run(args.run):
         return patroni_cmds.down(args.run)
+    if pgaf_cmds.is_pgaf_run(args.run):
+        return pgaf_cmds.down(args.run)
     pids = down_run(run_path(args.run))
     print(f"down {args.run}: killed {len(pids)} process(es)")
     return 0
@@ -201,8 +209,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add up / status / fault / down."""
     p = sub.add_parser("up", help="start a topology (pair or group of PostgreSQL servers, local or in containers)")
-    p.add_argument("--topology", default="pg-pair",
-                   help=f"one of {', '.join([*TOPOLOGIES, *patroni_cmds.PATRONI_TOPOLOGIES])}")
+    managed = [*patroni_cmds.PATRONI_TOPOLOGIES, *pgaf_cmds.PGAF_TOPOLOGIES]
+    p.add_argument("--topology", default="pg-pair", help=f"one of {', '.join([*TOPOLOGIES, *managed])}")
     p.add_argument("--backend", default="local", choices=list(BACKENDS),
                    help="where the nodes run: local processes or compose containers "
                         "(run failover-harness compose-setup first)")
@@ -226,7 +234,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "add-node; remove-node NODE (attached persistent proxies move its sessions first); "
                                    "partition NODE [--how blackhole|refuse|reset]; latency NODE MS; heal; "
                                    "mark-state SERVER --database DB --mark M (an ICM cluster's replica); "
-                                   f"on a Patroni run: {', '.join(patroni_cmds.PATRONI_ACTIONS)}")
+                                   f"on a Patroni run: {', '.join(patroni_cmds.PATRONI_ACTIONS)}; "
+                                   f"on a pg_auto_failover run: {', '.join(pgaf_cmds.PGAF_ACTIONS)}")
     p.add_argument("--run", required=True)
     p.add_argument("action", help="switchover, failover, rejoin, stop, start, kill, pause, resume, "
                                   "add-node, remove-node, partition, latency, heal, mark-state")
@@ -240,7 +249,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mark", default="out-of-service", choices=["out-of-service", "pending-delete", "none"],
                    help="mark-state: the replica mark (none clears it)")
     p.add_argument("--hold", type=float, default=None,
-                   help="partition-dcs (Patroni runs): heal the cut after this many seconds")
+                   help="partition-dcs (Patroni runs), partition-monitor (pg_auto_failover runs): heal the cut "
+                        "after this many seconds")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fault)
 

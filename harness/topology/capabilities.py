@@ -51,6 +51,11 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("patroni-pair / patroni-group3", "topology",
                "Patroni 3 per node over one etcd, every link behind the fault proxy (suites/ham, make chaos-ham)",
                compose="compose Patroni topology not built: run patroni-pair / patroni-group3 with --backend local"),
+    Capability("pgaf-pair / pgaf-group3", "topology",
+               "pg_auto_failover 2.0: a pg_autoctl monitor and a keeper per node, client and node->monitor links "
+               "behind the fault proxy (suites/ham)",
+               compose="compose pg_auto_failover topology not built: run pgaf-pair / pgaf-group3 with --backend "
+                       "local"),
     Capability("links direct", "topology", "clients and replication straight to the servers (--no-proxy)"),
     Capability("links object", "topology", "the caller's own Links object in front of the nodes",
                compose="the compose backend brings its own fault proxy (the Toxiproxy container): pass "

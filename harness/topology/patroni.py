@@ -39,7 +39,7 @@ from harness.topology import patroni_rest as rest
 from harness.topology import preflight
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config
 from harness.topology.patroni_history import RunHistory, keep_run_history
-from harness.topology.patroni_probe import Observer, Probe, probe_node
+from harness.topology.patroni_probe import Observer, Probe, observer, probe_node
 from harness.topology.patroni_settings import DEFAULT_TIMING, PatroniTiming
 from harness.topology.postgres import APP_DATABASE, APP_USER, admin_connect, pg_bindir, server_version
 from harness.topology.process import (
@@ -724,7 +724,7 @@ class PatroniCluster:
         (default: this cluster's) while the ``with`` block runs (HAM-1/2/3/5/6 evidence)."""
         def nodes() -> list[tuple[str, Path, int, str]]:
             return [(n.name, self.path / n.name, n.port, self.api_address(n.name)) for n in self.state().nodes]
-        return Observer(nodes, history if history is not None else self.history)
+        return observer(nodes, history if history is not None else self.history)
 
     def dsn(self, target_session_attrs: str = "read-write") -> str:
         """A libpq multi-host connection string over every node's client proxy for the test login

@@ -1,5 +1,5 @@
-"""HAM-1 … HAM-6 - what Patroni documents of itself (RULEBOOK HAM, docs/rules.md), judged on the
-servers' and the REST API's view (:mod:`harness.rules.ham.model`). Pure checkers
+"""HAM-1 … HAM-6 - what Patroni and pg_auto_failover document of themselves (RULEBOOK HAM,
+docs/rules.md), judged on the servers' and the manager's view (:mod:`harness.rules.ham.model`). Pure checkers
 ``checker(events, **params) -> Verdict``, each named by what it checks and registered under its rule
 ID with ``@rule("HAM-N")``; every bound is computed from the settings the run recorded
 (``ham.settings``), with an explicit tolerance for the observation and the promotion.
@@ -19,6 +19,10 @@ from typing import Any
 from harness.history.core import Event
 from harness.rules.durability import check_no_acknowledged_write_lost
 from harness.rules.ham.model import (
+    MACHINE_LOSS,
+    PATRONI,
+    PGAF_PRIMARY_STATES,
+    PGAF_STANDBY_STATES,
     ROLE_EVENTS,
     Observation,
     observations,
@@ -100,6 +104,9 @@ def check_dcs_loss_demotion_window(events: Sequence[Event], *, tolerance_s: floa
     if s is None:
         return _unknown(rule_id, "a leader cut from the DCS demotes within ttl, not before retry_timeout",
                         "no ham.settings in the history")
+    if s.manager != PATRONI or s.ttl is None or s.retry_timeout is None or s.loop_wait is None:
+        return _unknown(rule_id, "a leader cut from the DCS demotes within ttl, not before retry_timeout",
+                        f"HAM-2 is Patroni's DCS rule; this run's manager is {s.manager}")
     expected = (f"a leader cut from the DCS stops accepting writes between retry_timeout ({s.retry_timeout:g} s) "
                 f"and ttl ({s.ttl:g} s) after the cut; not at all for a cut shorter than retry_timeout")
     cuts = [e for e in of_type(events, "ham.dcs.cut") if e.get("was_leader")]
@@ -146,19 +153,30 @@ def check_dcs_loss_demotion_window(events: Sequence[Event], *, tolerance_s: floa
 
 
 @rule("HAM-3")
-def check_failover_within_bound(events: Sequence[Event], *, tolerance_s: float = 5.0) -> Verdict:
-    """HAM-3: after the leader's machine is lost (Patroni and PostgreSQL killed), another node
-    accepts writes within ttl + loop_wait (the leader key expires at most ttl after its last
-    update; the replicas race in their next loop), + ``tolerance_s`` for the promotion. In
-    synchronous_mode only the synchronous standby may be promoted: a loss recorded with none
-    (``sync_standby`` empty) is *unknown*."""
+def check_failover_within_bound(events: Sequence[Event], *, tolerance_s: float = 5.0,
+                                keeper_steps_s: float = 4.0) -> Verdict:
+    """HAM-3: after the leader's machine is lost (the manager and PostgreSQL killed), another node
+    accepts writes within the documented bound computed from the recorded settings, +
+    ``tolerance_s`` for the promotion and the observation. Patroni: ttl + loop_wait (the leader key
+    expires at most ttl after its last update; the replicas race in their next loop).
+    pg_auto_failover: the monitor's failure detection (``node_considered_unhealthy_timeout`` and the
+    health checks) + ``primary_demote_timeout`` (:func:`harness.rules.ham.model.pgaf_failover_bound`).
+    **(interpretation)** On pg_auto_failover each step of the failover's state machine after the
+    decision (report_lsn when there are several secondaries, prepare_promotion, stop_replication,
+    wait_primary) waits for a keeper's report, which no setting bounds: ``keeper_steps_s`` (1 s per
+    step) is added to the tolerance. In Patroni's synchronous_mode only the synchronous standby may be
+    promoted: a loss recorded with none (``sync_standby`` empty) is *unknown*."""
     rule_id = "HAM-3"
     s = settings(events)
     if s is None:
-        return _unknown(rule_id, "a new leader within ttl + loop_wait of the leader's loss", "no ham.settings")
-    bound = s.ttl + s.loop_wait
-    expected = f"a new leader accepting writes within ttl + loop_wait = {bound:g} s (+{tolerance_s:g} s) of the loss"
-    kills = [e for e in of_type(events, "ham.kill") if e.get("was_leader") and e.get("what") == "patroni+postgres"]
+        return _unknown(rule_id, "a new leader within the manager's documented bound of the leader's loss",
+                        "no ham.settings")
+    bound = s.failover_bound
+    if s.manager != PATRONI:
+        tolerance_s += keeper_steps_s
+    expected = (f"a new leader accepting writes within {s.bound_formula} = {bound:g} s (+{tolerance_s:g} s) "
+                "of the loss")
+    kills = [e for e in of_type(events, "ham.kill") if e.get("was_leader") and e.get("what") in MACHINE_LOSS]
     obs = observations(events)
     judged: list[str] = []
     bad: list[Violation] = []
@@ -166,7 +184,8 @@ def check_failover_within_bound(events: Sequence[Event], *, tolerance_s: float =
     details: list[dict[str, Any]] = []
     for kill in kills:
         dead = str(kill.get("node"))
-        if s.synchronous_mode and "sync_standby" in kill.fields and not kill.get("sync_standby"):
+        if s.manager == PATRONI and s.synchronous_mode and "sync_standby" in kill.fields \
+                and not kill.get("sync_standby"):
             not_judged.append(f"no synchronous standby when {dead} was lost: in synchronous_mode "
                               "Patroni promotes none (HAM-4 comes first)")
             continue
@@ -207,6 +226,16 @@ def check_sync_mode_keeps_acknowledged_commits(events: Sequence[Event]) -> Verdi
     return dataclasses.replace(verdict, rule_id="HAM-4")
 
 
+def _monitor_disagrees(o: Observation) -> str | None:
+    """Why the pg_auto_failover monitor's state of the node contradicts the server's own view in ``o``
+    (None when it does not, or claims no role)."""
+    if o.recovery is True and o.monitor_state in PGAF_PRIMARY_STATES:
+        return f"the monitor has the node in state {o.monitor_state} while the server is in recovery"
+    if o.recovery is False and o.monitor_state in PGAF_STANDBY_STATES:
+        return f"the monitor has the node in state {o.monitor_state} while the server is out of recovery"
+    return None
+
+
 def _disagrees(o: Observation) -> str | None:
     """Why the REST API's answer contradicts the server's own view in ``o`` (None when it does not)."""
     if o.recovery is True and o.api_primary == 200:
@@ -219,15 +248,23 @@ def _disagrees(o: Observation) -> str | None:
 
 
 @rule("HAM-5")
-def check_health_endpoints_agree_with_servers(events: Sequence[Event]) -> Verdict:
-    """HAM-5: ``/primary`` and ``/replica`` agree with the server's own ``pg_is_in_recovery()``.
+def check_health_endpoints_agree_with_servers(events: Sequence[Event], *, report_lag_s: float = 3.0) -> Verdict:
+    """HAM-5: the manager's view of each node agrees with the server's own ``pg_is_in_recovery()``.
 
-    A disagreement counts only when the node's observations just before and just after it show the
-    same server role and no fault or role operation falls between them (the two answers are taken
-    a few milliseconds apart, so a role change inside that window is not a disagreement)."""
-    expected = "/primary and /replica agree with pg_is_in_recovery() whenever no role changes"
+    Patroni: ``/primary`` and ``/replica``. A disagreement counts only when the node's observations
+    just before and just after it show the same server role and no fault or role operation falls
+    between them (the two answers are taken a few milliseconds apart, so a role change inside that
+    window is not a disagreement).
+
+    pg_auto_failover: the monitor's state of the node (the state its keeper last reported): a
+    primary state (single, wait_primary, primary ...) while the server is in recovery, or a standby
+    state (secondary, catchingup) while it is out of recovery. The keepers report about once a
+    second, so a disagreement counts only when it holds, the server's role unchanged, over more
+    than ``report_lag_s`` of consecutive observations with no fault or role operation among them."""
+    expected = "the manager's view of each node agrees with pg_is_in_recovery() whenever no role changes"
     obs = observations(events)
-    compared = [o for o in obs if o.up and (o.api_primary is not None or o.api_replica is not None)]
+    compared = [o for o in obs if o.up and (o.api_primary is not None or o.api_replica is not None
+                                            or o.monitor_state is not None)]
     role_times = [e.t for e in events if e.type in ROLE_EVENTS]
     by_node: dict[str, list[Observation]] = {}
     for o in obs:
@@ -247,10 +284,27 @@ def check_health_endpoints_agree_with_servers(events: Sequence[Event]) -> Verdic
                 bad.append((f"{o.node} at t={o.t:.3f}: {why}", (prev.index, o.index, nxt.index)))
             else:
                 transient += 1
+        run: list[Observation] = []
+        for o in [*seq, None]:
+            why = _monitor_disagrees(o) if o is not None else None
+            if o is not None and why is not None and (not run or (_monitor_disagrees(run[0]) == why
+                                                                  and run[0].recovery == o.recovery)):
+                run.append(o)
+                continue
+            if run:
+                first, last = run[0], run[-1]
+                quiet = not any(first.t <= t <= last.t_end for t in role_times)
+                if last.t_end - first.t > report_lag_s and quiet:
+                    bad.append((f"{first.node} from t={first.t:.3f} to t={last.t_end:.3f} "
+                                f"({last.t_end - first.t:.1f} s): {_monitor_disagrees(first)}",
+                                (first.index, last.index)))
+                else:
+                    transient += 1
+            run = [o] if o is not None and why is not None else []
     return _verdict("HAM-5", expected, judged=compared, bad=bad,
                     kept=lambda: f"{len(compared)} observations agree ({transient} transient disagreement(s) "
                                  "at a role change)",
-                    unknown="no observation with both the server's and the API's answer")
+                    unknown="no observation with both the server's and the manager's answer")
 
 
 @rule("HAM-6")
@@ -286,4 +340,45 @@ def check_former_leader_rejoins_new_timeline(events: Sequence[Event], *, rejoin_
             not_judged.append(f"{old.node} was not observed back long enough after losing the lead")
     return _verdict("HAM-6", expected, judged=judged, bad=bad, kept=lambda: "; ".join(judged),
                     unknown=not_judged[0] if not_judged else "no change of leader observed",
+                    not_judged=not_judged)
+
+
+@rule("HAM-7")
+def check_monitor_loss_alone_keeps_the_primary(events: Sequence[Event]) -> Verdict:
+    """HAM-7 (pg_auto_failover): a primary whose keeper loses the monitor while a standby still streams
+    from it is not demoted - the keeper demotes only when it reaches neither the monitor nor any
+    standby for ``network_partition_timeout``, and the monitor fails over only a node its health
+    checks find unhealthy (which still reach it here). From the cut (``ham.monitor.cut``) to its heal
+    (or the end of the observation), every observation of the node shows its server up and out of
+    recovery; a write that merely waited too long for the synchronous standby is not a demotion.
+    A cut during which no standby was observed streaming is not judged."""
+    rule_id = "HAM-7"
+    expected = "a primary cut only from the monitor, its standbys streaming, stays up and out of recovery"
+    cuts = [e for e in of_type(events, "ham.monitor.cut") if e.get("was_leader")]
+    heals = of_type(events, "ham.monitor.heal")
+    obs = observations(events)
+    judged: list[str] = []
+    bad: list[Violation] = []
+    not_judged: list[str] = []
+    for cut in cuts:
+        node = str(cut.get("node"))
+        heal = next((h for h in heals if h.get("node") == node and h.t >= cut.t), None)
+        end = heal.t if heal is not None else max((o.t_end for o in obs), default=cut.t)
+        inside = [o for o in obs if o.t >= cut.t and o.t_end <= end]
+        mine = [o for o in inside if o.node == node]
+        if not any(o.node != node and o.recovery is True and o.streaming for o in inside):
+            not_judged.append(f"no standby was observed streaming while {node} was cut from the monitor")
+            continue
+        if not mine:
+            not_judged.append(f"{node} was not observed while cut from the monitor")
+            continue
+        demoted = next((o for o in mine if o.recovery is not False), None)
+        if demoted is not None:
+            state = "down" if demoted.recovery is None else "in recovery"
+            bad.append((f"{node} was {state} at t={demoted.t:.3f}, {demoted.t - cut.t:.2f} s after its keeper "
+                        "lost the monitor, while a standby streamed", (cut.index, demoted.index)))
+            continue
+        judged.append(f"{node} stayed primary for {end - cut.t:.1f} s cut from the monitor ({len(mine)} observations)")
+    return _verdict(rule_id, expected, judged=judged, bad=bad, kept=lambda: "; ".join(judged),
+                    unknown=not_judged[0] if not_judged else "no cut of the primary from the monitor in the history",
                     not_judged=not_judged)
