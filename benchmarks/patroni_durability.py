@@ -1,0 +1,127 @@
+"""DUR-1 over Patroni failovers (docs/ha-managers.md "Durability over manager failovers"): one
+``patroni-group3`` with the harness's timings, two key writers committing continuously through the
+fault proxies (libpq multi-host, ``target_session_attrs=read-write``: whichever node leads), while
+Patroni answers ``--rounds`` faults (:func:`harness.workload.manager_rounds.fault_plan`: machine loss
+of the leader, switchover and manual failover through the REST API). Then one final read and
+
+* synchronous mode (default): DUR-1 (no acknowledged write lost), HAM-1, HAM-3, HAM-4, HAM-6;
+* ``--mode async``: the loss measured and judged against Patroni's documented bound
+  (``maximum_lag_on_failover`` bytes + what was written in the last ``ttl`` seconds).
+
+Prints one line per round and a summary; ``--json FILE`` writes the figures (read by
+``scripts/ham_matrix.py``).
+
+    python benchmarks/patroni_durability.py [--rounds 20] [--mode sync|async] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from harness.history.core import History
+from harness.history.store import save_jsonl
+from harness.rules.durability import check_no_acknowledged_write_lost
+from harness.rules.durability_bound import check_async_loss_within_documented_bound
+from harness.rules.ham import (
+    check_failover_within_bound,
+    check_former_leader_rejoins_new_timeline,
+    check_one_writer_at_a_time,
+    check_sync_mode_keeps_acknowledged_commits,
+)
+from harness.topology.patroni import PatroniCluster
+from harness.topology.patroni_conf import MAXIMUM_LAG_ON_FAILOVER
+from harness.topology.patroni_settings import DEFAULT_TIMING
+from harness.workload import KeyWriter, final_read
+from harness.workload.keywriter import ensure_table
+from harness.workload.manager_rounds import fault_plan, run_rounds
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def wal_position(dsn: str) -> int:
+    """The leader's current WAL position in bytes (``pg_current_wal_lsn()``)."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        return int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").fetchone()[0])
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"runs": 0}
+    return {"runs": len(values), "median": round(statistics.median(values), 2), "p95": round(_p95(values), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--mode", choices=["sync", "async"], default="sync")
+    ap.add_argument("--json", help="write the figures to this file")
+    args = ap.parse_args()
+    plan = fault_plan(args.rounds)
+    timing = dataclasses.replace(DEFAULT_TIMING, synchronous_mode=args.mode == "sync")
+    history = History(meta={"benchmark": "patroni_durability", "mode": args.mode, "topology": {"mode": args.mode}})
+    load0 = os.getloadavg()
+    t_start = time.monotonic()
+    with PatroniCluster(nodes=3, timing=timing, history=history) as c:
+        ensure_table(c.dsn())
+        wal0 = wal_position(c.dsn())
+        with c.observe(), KeyWriter(c.dsn, history, process="writer-1") as w1, \
+                KeyWriter(c.dsn, history, process="writer-2", start=10_000_000) as w2:
+            def progress(r: Any) -> None:
+                print(f"round {r.number:2}: {r.op:10} {r.before} -> {r.after}: writes accepted again after "
+                      f"{r.failover_s:.2f} s, whole after {r.whole_s:.2f} s; acknowledged so far "
+                      f"{len(w1.acknowledged) + len(w2.acknowledged)}", flush=True)
+            rounds = run_rounds(c, plan, history, progress)
+            time.sleep(1.0)
+        wal1 = wal_position(c.dsn())
+        final_read(c.dsn(), history)
+    acknowledged = len(w1.acknowledged) + len(w2.acknowledged)
+    events = history.events()
+    dur = check_no_acknowledged_write_lost(events, mode=args.mode)
+    verdicts = [dur, check_one_writer_at_a_time(events), check_failover_within_bound(events),
+                check_sync_mode_keeps_acknowledged_commits(events), check_former_leader_rejoins_new_timeline(events)]
+    per_write = (wal1 - wal0) / acknowledged if acknowledged else None
+    if args.mode == "async":
+        verdicts.append(check_async_loss_within_documented_bound(
+            events, ttl_s=timing.ttl, max_lag_bytes=MAXIMUM_LAG_ON_FAILOVER, wal_bytes_per_write=per_write))
+    by_op: dict[str, list[float]] = {}
+    for r in rounds:
+        by_op.setdefault(r.op, []).append(r.failover_s)
+    load1 = os.getloadavg()
+    out = {"manager": "patroni", "benchmark": "patroni_durability", "mode": args.mode, "rounds": len(rounds),
+           "plan": plan, "timing": timing.to_dict(), "max_lag_bytes": MAXIMUM_LAG_ON_FAILOVER,
+           "acknowledged": acknowledged, "lost": dur.details.get("lost_count"),
+           "indeterminate": w1.indeterminate + w2.indeterminate, "failed": w1.failed + w2.failed,
+           "wal_bytes": wal1 - wal0, "wal_bytes_per_write": round(per_write, 1) if per_write else None,
+           "seconds": round(time.monotonic() - t_start, 1), "load_before": load0, "load_after": load1,
+           "failover_s": {op: _stats(v) for op, v in by_op.items()},
+           "rounds_detail": [r.to_dict() for r in rounds],
+           "verdicts": [{"rule_id": v.rule_id, "status": v.status, "observed": v.observed,
+                         "details": {k: v.details[k] for k in ("faults", "allowance_writes", "lost_count")
+                                     if k in v.details}} for v in verdicts]}
+    for v in verdicts:
+        print(v.summary()[:400])
+    for op, stats in out["failover_s"].items():
+        print(f"{op}: writes accepted again after median {stats['median']} s, p95 {stats['p95']} s over "
+              f"{stats['runs']} rounds")
+    print(f"acknowledged {acknowledged}, lost {out['lost']}, indeterminate {out['indeterminate']}; WAL "
+          f"{out['wal_bytes_per_write']} bytes per write; load {load0[0]:.1f} -> {load1[0]:.1f}; {out['seconds']} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+        save_jsonl(history, Path(args.json).with_suffix(".history.jsonl"))
+
+
+if __name__ == "__main__":
+    main()
