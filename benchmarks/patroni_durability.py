@@ -11,7 +11,7 @@ of the leader, switchover and manual failover through the REST API). Then one fi
 Prints one line per round and a summary; ``--json FILE`` writes the figures (read by
 ``scripts/ham_matrix.py``).
 
-    python benchmarks/patroni_durability.py [--rounds 20] [--mode sync|async] [--json FILE]
+    python benchmarks/patroni_durability.py [--rounds 20] [--mode sync|async] [--pause 0.01] [--json FILE]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--mode", choices=["sync", "async"], default="sync")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--pause", type=float, default=0.01, help="seconds each writer waits between commits")
     args = ap.parse_args()
     plan = fault_plan(args.rounds)
     timing = dataclasses.replace(DEFAULT_TIMING, synchronous_mode=args.mode == "sync")
@@ -77,8 +78,8 @@ def main() -> None:
     with PatroniCluster(nodes=3, timing=timing, history=history) as c:
         ensure_table(c.dsn())
         wal0 = wal_position(c.dsn())
-        with c.observe(), KeyWriter(c.dsn, history, process="writer-1") as w1, \
-                KeyWriter(c.dsn, history, process="writer-2", start=10_000_000) as w2:
+        with c.observe(), KeyWriter(c.dsn, history, process="writer-1", pause=args.pause) as w1, \
+                KeyWriter(c.dsn, history, process="writer-2", start=10_000_000, pause=args.pause) as w2:
             def progress(r: Any) -> None:
                 print(f"round {r.number:2}: {r.op:10} {r.before} -> {r.after}: writes accepted again after "
                       f"{r.failover_s:.2f} s, whole after {r.whole_s:.2f} s; acknowledged so far "
@@ -111,16 +112,16 @@ def main() -> None:
            "verdicts": [{"rule_id": v.rule_id, "status": v.status, "observed": v.observed,
                          "details": {k: v.details[k] for k in ("faults", "allowance_writes", "lost_count")
                                      if k in v.details}} for v in verdicts]}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+        save_jsonl(history, Path(args.json).with_suffix(".history.jsonl"))
     for v in verdicts:
-        print(v.summary()[:400])
+        print(v.summary[:600])
     for op, stats in out["failover_s"].items():
         print(f"{op}: writes accepted again after median {stats['median']} s, p95 {stats['p95']} s over "
               f"{stats['runs']} rounds")
     print(f"acknowledged {acknowledged}, lost {out['lost']}, indeterminate {out['indeterminate']}; WAL "
           f"{out['wal_bytes_per_write']} bytes per write; load {load0[0]:.1f} -> {load1[0]:.1f}; {out['seconds']} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
-        save_jsonl(history, Path(args.json).with_suffix(".history.jsonl"))
 
 
 if __name__ == "__main__":
