@@ -55,8 +55,10 @@ def run_credentials(path: Path) -> Credentials:
         line = (path / "pgpass").read_text().splitlines()[0]
     except (OSError, IndexError):
         raise TopologyError(f"the Patroni run's password file {path / 'pgpass'} is missing") from None
-    password = line.split(":", 4)[4]
-    return Credentials(APP_USER, password, APP_DATABASE, passfile=str(path / "pgpass"))
+    fields = line.split(":", 4)
+    if len(fields) != 5:
+        raise TopologyError(f"the Patroni run's password file {path / 'pgpass'} has no login line")
+    return Credentials(fields[3] or APP_USER, fields[4], APP_DATABASE, passfile=str(path / "pgpass"))
 
 
 class PatroniNode(LocalNode):
@@ -214,7 +216,7 @@ class ManagedTopology(Topology):
         self.cluster._register(ProcessRecord(name, pid, None, start_ticks(pid)))
 
     def partner_setting(self) -> str:
-        raise ConfigError(f"partner_setting: {managed.operation_refusal('partner_setting')}")
+        raise ConfigError(f"partner_setting on {self.topology}: {managed.operation_refusal('partner_setting')}")
 
     # ------------------------------------------------------------------------- operations
     @staticmethod
