@@ -1,0 +1,100 @@
+"""docs/matrix-ham.md (harness/report/ham_matrix.py, scripts/ham_matrix.py): the document is the
+rendering of the committed result files; rows of a second manager (pg_auto_failover) need no code;
+the p95 is set beside the documented bound; a malformed result file is one line naming it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.report.ham_matrix import from_durability_output, load_results, render, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "ham"
+
+
+def result(manager: str, status: str = "kept", p95: float = 21.9, bound_s: float | None = 22) -> dict[str, Any]:
+    return {"manager": manager, "source": f"bench-{manager}", "measured": "here",
+            "matrix": {"rows": [{"fault": "machine loss", "rule": "DUR-1", "status": status, "observed": "a|b"}],
+                       "timings": [{"fault": "machine loss", "what": "fault -> write", "runs": 10, "median": 20.91,
+                                    "p95": p95, "bound_s": bound_s, "bound": "ttl + loop_wait"}]}}
+
+
+def test_document_is_the_rendering_of_the_committed_results() -> None:
+    doc = (ROOT / "docs" / "matrix-ham.md").read_text()
+    assert render(load_results(RESULTS.glob("*.json"))) == doc, "docs/matrix-ham.md is stale: run scripts/ham_matrix.py"
+
+
+def test_a_second_manager_is_rows_of_its_own() -> None:
+    text = render([result("pg_auto_failover", "violated", p95=30.0), result("patroni")])
+    verdicts = [line for line in text.splitlines() if line.startswith("| p")]
+    assert verdicts[0].startswith("| patroni | machine loss | DUR-1 | **kept**")
+    assert verdicts[1].startswith("| pg_auto_failover | machine loss | DUR-1 | **violated**")
+    assert "a\\|b" in text  # a cell's pipe does not break the table
+    timings = [line for line in text.splitlines() if "| 10 |" in line]
+    assert timings[0].startswith("| patroni") and timings[0].endswith("| yes |")
+    assert timings[1].startswith("| pg_auto_failover") and timings[1].endswith("| no |")
+
+
+def test_no_documented_bound_is_a_dash_not_a_verdict() -> None:
+    line = next(s for s in render([result("patroni", bound_s=None)]).splitlines() if "| 10 |" in s)
+    assert line.endswith("| - |")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda r: r.pop("manager"), "missing manager"),
+    (lambda r: r["matrix"]["rows"][0].update(status="passed"), "rows[0].status is 'passed'"),
+    (lambda r: r["matrix"]["timings"][0].update(p95="fast"), "timings[0].p95 is not a number"),
+    (lambda r: r["matrix"]["timings"][0].pop("bound"), "timings[0]: missing bound"),
+    (lambda r: r.update(matrix=[]), "matrix: expected an object"),
+])
+def test_malformed_result_is_one_line_naming_it(change: Any, message: str) -> None:
+    r = result("patroni")
+    change(r)
+    with pytest.raises(ConfigError) as info:
+        validate(r, "x.json")
+    assert str(info.value).startswith("x.json") and message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="bad.json: not a readable JSON result file"):
+        load_results(tmp_path.glob("*.json"))
+
+
+def durability_output(mode: str = "sync") -> dict[str, Any]:
+    return {"manager": "patroni", "benchmark": "patroni_durability", "mode": mode, "rounds": 4,
+            "plan": ["kill", "switchover", "kill", "failover"],
+            "timing": {"ttl": 20, "loop_wait": 2, "retry_timeout": 3, "synchronous_mode": mode == "sync"},
+            "acknowledged": 100, "seconds": 80, "load_before": [4.0], "load_after": [5.0],
+            "failover_s": {"kill": {"runs": 2, "median": 20.1, "p95": 21.0},
+                           "switchover": {"runs": 1, "median": 4.5, "p95": 4.5}, "failover": {"runs": 0}},
+            "verdicts": [{"rule_id": "DUR-1", "status": "kept", "observed": "all 100", "details": {}},
+                         {"rule_id": "DUR-1", "status": "kept", "observed": "3 lost",
+                          "details": {"allowance_writes": 5}},
+                         {"rule_id": "HAM-3", "status": "unknown", "observed": "no kill", "details": {}}]}
+
+
+def test_durability_output_becomes_rows_and_timings(tmp_path: Path) -> None:
+    m = from_durability_output(durability_output("async"))
+    assert [r["rule"] for r in m["rows"]] == ["DUR-1", "DUR-1 (async bound)", "HAM-3"]
+    assert "2 machine losses, 1 switchovers, 1 manual failovers" in m["rows"][0]["fault"]
+    kill = next(t for t in m["timings"] if t["fault"].startswith("leader's machine lost"))
+    assert kill["bound_s"] == 22 and next(t for t in m["timings"] if "switchover" in t["fault"])["bound_s"] is None
+    assert len(m["timings"]) == 2  # an op with no runs has no timing row
+    (tmp_path / "raw.json").write_text(json.dumps(durability_output()))
+    loaded = load_results(tmp_path.glob("*.json"))
+    assert loaded[0]["source"].startswith("benchmarks/patroni_durability.py --mode sync")
+    assert "load average 4.0 -> 5.0" in loaded[0]["measured"]
+
+
+def test_script_refuses_a_missing_folder(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "ham_matrix.py"), "--print", "--results",
+                          str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no results folder" in out.stderr
