@@ -12,6 +12,7 @@ Prints one line per round and a summary; ``--json FILE`` writes the figures (rea
 ``scripts/ham_matrix.py``).
 
     python benchmarks/patroni_durability.py [--rounds 20] [--mode sync|async] [--pause 0.01] [--json FILE]
+        [--history FILE]
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--mode", choices=["sync", "async"], default="sync")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--history", help="save the whole history (JSON lines; several MB) to this file")
     ap.add_argument("--pause", type=float, default=0.01, help="seconds each writer waits between commits")
     args = ap.parse_args()
     plan = fault_plan(args.rounds)
@@ -114,7 +116,8 @@ def main() -> None:
                                      if k in v.details}} for v in verdicts]}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
-        save_jsonl(history, Path(args.json).with_suffix(".history.jsonl"))
+    if args.history:
+        save_jsonl(history, args.history)
     for v in verdicts:
         print(v.summary[:600])
     for op, stats in out["failover_s"].items():
