@@ -77,6 +77,7 @@ def node_config(scope: str, node: NodeAddresses, node_dir: Path, bindir: Path, t
                 "ttl": timing.ttl, "loop_wait": timing.loop_wait, "retry_timeout": timing.retry_timeout,
                 "maximum_lag_on_failover": MAXIMUM_LAG_ON_FAILOVER, "synchronous_mode": timing.synchronous_mode,
                 "primary_stop_timeout": timing.primary_stop_timeout,
+                "synchronous_mode_strict": timing.synchronous_mode_strict,
                 "postgresql": {"use_pg_rewind": True, "use_slots": True,
                                "parameters": {"wal_level": "replica", "hot_standby": "on", "wal_log_hints": "on",
                                               "max_wal_senders": 10, "max_replication_slots": 10,
