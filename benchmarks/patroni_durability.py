@@ -11,13 +11,14 @@ of the leader, switchover and manual failover through the REST API). Then one fi
 Prints one line per round and a summary; ``--json FILE`` writes the figures (read by
 ``scripts/ham_matrix.py``).
 
-    python benchmarks/patroni_durability.py [--rounds 20] [--mode sync|async] [--pause 0.01] [--json FILE]
-        [--history FILE]
+    python benchmarks/patroni_durability.py [--rounds 20] [--mode sync|async] [--pause 0.01]
+        [--front multihost|haproxy] [--json FILE] [--history FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -35,9 +36,11 @@ from harness.rules.durability_bound import check_async_loss_within_documented_bo
 from harness.rules.ham import (
     check_failover_within_bound,
     check_former_leader_rejoins_new_timeline,
+    check_health_endpoints_agree_with_servers,
     check_one_writer_at_a_time,
     check_sync_mode_keeps_acknowledged_commits,
 )
+from harness.topology.haproxy_front import HAProxyFront
 from harness.topology.patroni import PatroniCluster
 from harness.topology.patroni_conf import MAXIMUM_LAG_ON_FAILOVER
 from harness.topology.patroni_settings import DEFAULT_TIMING
@@ -57,6 +60,20 @@ def wal_position(dsn: str) -> int:
         return int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").fetchone()[0])
 
 
+def client_outages(events: list[Any]) -> dict[str, list[float]]:
+    """Per round op: seconds from the fault (``ham.op`` start) to the writers' next acknowledged
+    commit - the outage the client saw, through whatever front it uses."""
+    out: dict[str, list[float]] = {}
+    ordered = sorted(events, key=lambda e: e.index)
+    acks = [e for e in ordered if e.type == "op.ok" and e.get("f") == "write"]
+    for f in ordered:
+        if f.type == "ham.op" and f.get("phase") == "start" and f.get("op") in ("kill", "switchover", "failover"):
+            nxt = next((a for a in acks if a.index > f.index), None)
+            if nxt is not None:
+                out.setdefault(f.get("op"), []).append(nxt.t - f.t)
+    return out
+
+
 def _stats(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"runs": 0}
@@ -69,6 +86,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--mode", choices=["sync", "async"], default="sync")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--front", choices=["multihost", "haproxy"], default="multihost",
+                    help="how the writers reach the leader: a libpq host list (target_session_attrs=read-write) "
+                         "or HAProxy with GET /primary health checks")
     ap.add_argument("--history", help="save the whole history (JSON lines; several MB) to this file")
     ap.add_argument("--pause", type=float, default=0.01, help="seconds each writer waits between commits")
     args = ap.parse_args()
@@ -77,23 +97,26 @@ def main() -> None:
     history = History(meta={"benchmark": "patroni_durability", "mode": args.mode, "topology": {"mode": args.mode}})
     load0 = os.getloadavg()
     t_start = time.monotonic()
-    with PatroniCluster(nodes=3, timing=timing, history=history) as c:
-        ensure_table(c.dsn())
-        wal0 = wal_position(c.dsn())
-        with c.observe(), KeyWriter(c.dsn, history, process="writer-1", pause=args.pause) as w1, \
-                KeyWriter(c.dsn, history, process="writer-2", start=10_000_000, pause=args.pause) as w2:
+    with contextlib.ExitStack() as stack:
+        c = stack.enter_context(PatroniCluster(nodes=3, timing=timing, history=history))
+        dsn = stack.enter_context(HAProxyFront(c)).dsn if args.front == "haproxy" else c.dsn
+        ensure_table(dsn())
+        wal0 = wal_position(dsn())
+        with c.observe(), KeyWriter(dsn, history, process="writer-1", pause=args.pause) as w1, \
+                KeyWriter(dsn, history, process="writer-2", start=10_000_000, pause=args.pause) as w2:
             def progress(r: Any) -> None:
                 print(f"round {r.number:2}: {r.op:10} {r.before} -> {r.after}: writes accepted again after "
                       f"{r.failover_s:.2f} s, whole after {r.whole_s:.2f} s; acknowledged so far "
                       f"{len(w1.acknowledged) + len(w2.acknowledged)}", flush=True)
             rounds = run_rounds(c, plan, history, progress)
             time.sleep(1.0)
-        wal1 = wal_position(c.dsn())
-        final_read(c.dsn(), history)
+        wal1 = wal_position(dsn())
+        final_read(dsn(), history)
     acknowledged = len(w1.acknowledged) + len(w2.acknowledged)
     events = history.events()
     dur = check_no_acknowledged_write_lost(events, mode=args.mode)
     verdicts = [dur, check_one_writer_at_a_time(events), check_failover_within_bound(events),
+                check_health_endpoints_agree_with_servers(events),
                 check_sync_mode_keeps_acknowledged_commits(events), check_former_leader_rejoins_new_timeline(events)]
     per_write = (wal1 - wal0) / acknowledged if acknowledged else None
     if args.mode == "async":
@@ -103,13 +126,15 @@ def main() -> None:
     for r in rounds:
         by_op.setdefault(r.op, []).append(r.failover_s)
     load1 = os.getloadavg()
-    out = {"manager": "patroni", "benchmark": "patroni_durability", "mode": args.mode, "rounds": len(rounds),
+    out = {"manager": "patroni", "benchmark": "patroni_durability", "mode": args.mode, "front": args.front,
+           "rounds": len(rounds),
            "plan": plan, "timing": timing.to_dict(), "max_lag_bytes": MAXIMUM_LAG_ON_FAILOVER,
            "acknowledged": acknowledged, "lost": dur.details.get("lost_count"),
            "indeterminate": w1.indeterminate + w2.indeterminate, "failed": w1.failed + w2.failed,
            "wal_bytes": wal1 - wal0, "wal_bytes_per_write": round(per_write, 1) if per_write else None,
            "seconds": round(time.monotonic() - t_start, 1), "load_before": load0, "load_after": load1,
            "failover_s": {op: _stats(v) for op, v in by_op.items()},
+           "client_outage_s": {op: _stats(v) for op, v in client_outages(events).items()},
            "rounds_detail": [r.to_dict() for r in rounds],
            "verdicts": [{"rule_id": v.rule_id, "status": v.status, "observed": v.observed,
                          "details": {k: v.details[k] for k in ("faults", "allowance_writes", "lost_count")

@@ -65,7 +65,8 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
         except (OSError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{path}: not a readable JSON result file ({exc})") from None
         if "matrix" not in data and data.get("benchmark") in DERIVERS:
-            source = f"benchmarks/{data['benchmark']}.py --mode {data.get('mode')} --rounds {data.get('rounds')}"
+            source = (f"benchmarks/{data['benchmark']}.py --mode {data.get('mode')} --rounds {data.get('rounds')}"
+                      + (f" --front {data['front']}" if data.get("front") not in (None, "multihost") else ""))
             data = {"source": source,
                     "measured": _measured(data), **data, "matrix": DERIVERS[data["benchmark"]](data)}
         if "matrix" not in data:
@@ -123,7 +124,8 @@ def from_durability_output(out: dict[str, Any]) -> dict[str, Any]:
     ``ttl + loop_wait``; REST operations have no documented time bound)."""
     _need(out, ("mode", "rounds", "plan", "timing", "verdicts", "failover_s"), "patroni_durability output")
     counts = {op: out["plan"].count(op) for op in ("kill", "switchover", "failover")}
-    fault = (f"{out['rounds']} rounds under writes, {out['mode']} mode: {counts['kill']} machine losses, "
+    via = " via HAProxy (GET /primary checks)" if out.get("front") == "haproxy" else ""
+    fault = (f"{out['rounds']} rounds under writes{via}, {out['mode']} mode: {counts['kill']} machine losses, "
              f"{counts['switchover']} switchovers, {counts['failover']} manual failovers")
     rows = []
     for v in out["verdicts"]:
@@ -139,9 +141,15 @@ def from_durability_output(out: dict[str, Any]) -> dict[str, Any]:
         bound_s = t["ttl"] + t["loop_wait"] if op == "kill" else None
         bound = (f"ttl + loop_wait = {bound_s} s (HAM-3 tolerates +5 s)" if bound_s is not None
                  else "none documented")
-        timings.append({"fault": f"{_OP_FAULTS.get(op, op)}, {out['mode']} mode",
+        timings.append({"fault": f"{_OP_FAULTS.get(op, op)}{via}, {out['mode']} mode",
                         "what": "the fault -> another node accepts a write", "runs": stats["runs"],
                         "median": stats["median"], "p95": stats["p95"], "bound_s": bound_s, "bound": bound})
+    for op, stats in (out.get("client_outage_s") or {}).items():
+        if stats.get("runs"):
+            timings.append({"fault": f"{_OP_FAULTS.get(op, op)}{via}, {out['mode']} mode",
+                            "what": "the fault -> the writers' next acknowledged commit", "runs": stats["runs"],
+                            "median": stats["median"], "p95": stats["p95"], "bound_s": None,
+                            "bound": "none documented"})
     return {"rows": rows, "timings": timings}
 
 
