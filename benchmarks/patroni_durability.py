@@ -81,6 +81,39 @@ def _stats(values: list[float]) -> dict[str, Any]:
             "min": round(min(values), 2), "max": round(max(values), 2)}
 
 
+def judge(events: list[Any], mode: str, ttl: float, per_write: float | None) -> list[Any]:
+    """The run's verdicts: DUR-1 first, then HAM-1, HAM-3, HAM-5, HAM-4, HAM-6 and, in asynchronous
+    mode, the loss against Patroni's documented bound."""
+    verdicts = [check_no_acknowledged_write_lost(events, mode=mode), check_one_writer_at_a_time(events),
+                check_failover_within_bound(events), check_health_endpoints_agree_with_servers(events),
+                check_sync_mode_keeps_acknowledged_commits(events), check_former_leader_rejoins_new_timeline(events)]
+    if mode == "async":
+        verdicts.append(check_async_loss_within_documented_bound(
+            events, ttl_s=ttl, max_lag_bytes=MAXIMUM_LAG_ON_FAILOVER, wal_bytes_per_write=per_write))
+    return verdicts
+
+
+def verdicts_json(verdicts: list[Any]) -> list[dict[str, Any]]:
+    """The verdicts as the result file keeps them."""
+    return [{"rule_id": v.rule_id, "status": v.status, "observed": v.observed,
+             "details": {k: v.details[k] for k in ("faults", "allowance_writes", "lost_count") if k in v.details}}
+            for v in verdicts]
+
+
+def rejudge(history_path: str, json_path: str) -> None:
+    """Judge a saved run again with today's checkers (``--rejudge HISTORY --json FILE``): the
+    result file's verdicts are replaced, its measured figures kept."""
+    from harness.history.store import read_jsonl
+
+    out = json.loads(Path(json_path).read_text())
+    _, events = read_jsonl(history_path)
+    verdicts = judge(events, out["mode"], out["timing"]["ttl"], out.get("wal_bytes_per_write"))
+    out["verdicts"] = verdicts_json(verdicts)
+    Path(json_path).write_text(json.dumps(out, indent=1) + "\n")
+    for v in verdicts:
+        print(v.summary[:600])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
@@ -91,7 +124,14 @@ def main() -> None:
                          "or HAProxy with GET /primary health checks")
     ap.add_argument("--history", help="save the whole history (JSON lines; several MB) to this file")
     ap.add_argument("--pause", type=float, default=0.01, help="seconds each writer waits between commits")
+    ap.add_argument("--rejudge", metavar="HISTORY", help="judge a saved history (--history of an earlier run) "
+                                                         "again and replace the verdicts of --json FILE")
     args = ap.parse_args()
+    if args.rejudge:
+        if not args.json:
+            ap.error("--rejudge needs --json FILE (the earlier run's result file)")
+        rejudge(args.rejudge, args.json)
+        return
     plan = fault_plan(args.rounds)
     timing = dataclasses.replace(DEFAULT_TIMING, synchronous_mode=args.mode == "sync")
     history = History(meta={"benchmark": "patroni_durability", "mode": args.mode, "topology": {"mode": args.mode}})
@@ -114,14 +154,9 @@ def main() -> None:
         final_read(dsn(), history)
     acknowledged = len(w1.acknowledged) + len(w2.acknowledged)
     events = history.events()
-    dur = check_no_acknowledged_write_lost(events, mode=args.mode)
-    verdicts = [dur, check_one_writer_at_a_time(events), check_failover_within_bound(events),
-                check_health_endpoints_agree_with_servers(events),
-                check_sync_mode_keeps_acknowledged_commits(events), check_former_leader_rejoins_new_timeline(events)]
     per_write = (wal1 - wal0) / acknowledged if acknowledged else None
-    if args.mode == "async":
-        verdicts.append(check_async_loss_within_documented_bound(
-            events, ttl_s=timing.ttl, max_lag_bytes=MAXIMUM_LAG_ON_FAILOVER, wal_bytes_per_write=per_write))
+    verdicts = judge(events, args.mode, timing.ttl, per_write)
+    dur = verdicts[0]
     by_op: dict[str, list[float]] = {}
     for r in rounds:
         by_op.setdefault(r.op, []).append(r.failover_s)
@@ -136,9 +171,7 @@ def main() -> None:
            "failover_s": {op: _stats(v) for op, v in by_op.items()},
            "client_outage_s": {op: _stats(v) for op, v in client_outages(events).items()},
            "rounds_detail": [r.to_dict() for r in rounds],
-           "verdicts": [{"rule_id": v.rule_id, "status": v.status, "observed": v.observed,
-                         "details": {k: v.details[k] for k in ("faults", "allowance_writes", "lost_count")
-                                     if k in v.details}} for v in verdicts]}
+           "verdicts": verdicts_json(verdicts)}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.history:

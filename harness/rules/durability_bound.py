@@ -6,9 +6,11 @@ the data lost on a failover is bounded, worst case, by ``maximum_lag_on_failover
 transaction log plus what was written in the last ``ttl`` seconds. The checker turns that into
 writes: for each fault the manager answered (``ham.op`` start of ``kill``, ``failover``,
 ``switchover``, ``kill-manager`` or ``partition-dcs``), the lost acknowledged writes that were
-acknowledged before it and after the previous fault are charged to it; those acknowledged within
-``ttl`` seconds before the fault (closed interval: a write at exactly ``fault - ttl`` is inside) are
-within the bound, the others may number at most ``maximum_lag_on_failover / wal_bytes_per_write``.
+acknowledged before it ended (its ``ham.op`` end: a write acknowledged while the operation ran, before
+the kill landed, is its) and after the previous fault ended are charged to it; those acknowledged from
+``ttl`` seconds before the fault started (closed interval: a write at exactly ``start - ttl`` is
+inside) until it ended are within the bound, the others may number at most
+``maximum_lag_on_failover / wal_bytes_per_write``.
 A lost write acknowledged after the last fault has no failover to excuse it (violated). Without the
 DUR-1 tally (no final read) or without a positive ``wal_bytes_per_write`` the verdict is unknown.
 
@@ -34,6 +36,19 @@ def fault_instants(events: Sequence[Event]) -> list[Event]:
             if e.type == "ham.op" and e.get("phase") == "start" and e.get("op") in FAULT_OPS]
 
 
+def fault_spans(events: Sequence[Event]) -> list[tuple[Event, Event | None]]:
+    """Each fault's ``ham.op`` start with its end (the next ``end`` of the same op), or None when the
+    history has no end for it: a write acknowledged while the operation ran (before the kill signal
+    landed) belongs to that fault."""
+    ordered = sorted(events, key=lambda e: e.index)
+    spans = []
+    for start in fault_instants(ordered):
+        end = next((e for e in ordered if e.index > start.index and e.type == "ham.op" and e.get("phase") == "end"
+                    and e.get("op") == start.get("op")), None)
+        spans.append((start, end))
+    return spans
+
+
 def check_async_loss_within_documented_bound(events: Sequence[Event], *, ttl_s: float, max_lag_bytes: int,
                                              wal_bytes_per_write: float | None) -> Verdict:
     """DUR-1 (asynchronous mode, finding): every acknowledged write lost is excused by Patroni's
@@ -53,13 +68,14 @@ def check_async_loss_within_documented_bound(events: Sequence[Event], *, ttl_s: 
     ordered = sorted(events, key=lambda e: e.index)
     lost = [e for e in ordered if e.type == "op.ok" and e.get("f") == "write" and repr(e.get("value")) in lost_values]
     allowance = int(max_lag_bytes // wal_bytes_per_write)
-    faults = fault_instants(ordered)
+    faults = fault_spans(ordered)
     per_fault: list[dict[str, Any]] = []
     bad: list[Event] = []
     remaining = list(lost)
     previous_index = -1
-    for f in faults:
-        charged = [w for w in remaining if previous_index < w.index < f.index]
+    for f, end in faults:
+        last = end.index if end is not None else f.index
+        charged = [w for w in remaining if previous_index < w.index < last]
         remaining = [w for w in remaining if w not in charged]
         inside = [w for w in charged if w.t >= f.t - ttl_s]
         older = [w for w in charged if w.t < f.t - ttl_s]
@@ -67,7 +83,7 @@ def check_async_loss_within_documented_bound(events: Sequence[Event], *, ttl_s: 
             bad += older
         per_fault.append({"op": f.get("op"), "event": f.index, "lost": len(charged), "lost_in_ttl_window": len(inside),
                           "lost_older": len(older), "allowance_writes": allowance})
-        previous_index = f.index
+        previous_index = last
     unexcused = remaining  # acknowledged after the last fault: nothing explains their loss
     bad += unexcused
     details: dict[str, Any] = {"lost_count": len(lost), "acknowledged": tally.details.get("acknowledged"),
