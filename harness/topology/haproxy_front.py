@@ -33,10 +33,12 @@ def check_installed() -> str:
     return found
 
 
-def config_text(listen_port: int, servers: list[tuple[str, str, int]]) -> str:
+def config_text(listen_port: int, servers: list[tuple[str, str, int]], stats_socket: Path | None = None) -> str:
     """The HAProxy configuration: a TCP front on 127.0.0.1:``listen_port`` and one backend server per
-    ``(name, client address host:port, REST API port)``, checked with ``GET /primary`` (HAM-5)."""
-    lines = ["global", "    maxconn 200", "", "defaults", "    mode tcp", "    retries 2",
+    ``(name, client address host:port, REST API port)``, checked with ``GET /primary`` (HAM-5); with
+    ``stats_socket``, a Unix stats socket the harness reads the servers' check states from."""
+    stats = [f"    stats socket {stats_socket} mode 600 level user"] if stats_socket is not None else []
+    lines = ["global", "    maxconn 200", *stats, "", "defaults", "    mode tcp", "    retries 2",
              "    timeout connect 4s", "    timeout client 30m", "    timeout server 30m", "    timeout check 2s", "",
              "listen primary", f"    bind 127.0.0.1:{listen_port}", "    option httpchk GET /primary",
              "    http-check expect status 200",
@@ -54,6 +56,7 @@ class HAProxyFront:
         self.cluster = cluster
         self.port: int | None = None
         self.pid: int | None = None
+        self.stats_socket = Path()
 
     def __enter__(self) -> HAProxyFront:
         return self.start()
@@ -71,7 +74,8 @@ class HAProxyFront:
             servers.append((n.name, f"{n.client_host}:{n.client_port}", self.cluster._x().node(n.name).api_port))
         path: Path = self.cluster.path
         conf = path / "haproxy.cfg"
-        conf.write_text(config_text(self.port, servers))
+        self.stats_socket = path / "haproxy.sock"
+        conf.write_text(config_text(self.port, servers, self.stats_socket))
         log = path / "haproxy.log"
         self.pid = self.cluster._spawn("haproxy", [binary, "-db", "-f", str(conf)], log, path)
         self.cluster._emit("ham.front", kind="haproxy", listen=f"127.0.0.1:{self.port}", check="GET /primary")
@@ -84,14 +88,34 @@ class HAProxyFront:
             time.sleep(0.2)
         return self
 
-    def _routes(self) -> bool:
-        import psycopg
+    def up_servers(self) -> list[str] | None:
+        """The servers HAProxy's health checks hold UP now (``show stat`` on the stats socket), or
+        None when the socket does not answer. HAProxy starts every server UP until its checks fail,
+        so right after start a replica is routed to as well."""
+        import socket
 
         try:
-            with psycopg.connect(self.dsn(), autocommit=True, connect_timeout=2) as conn:
-                return conn.execute("SELECT NOT pg_is_in_recovery()").fetchone()[0] is True
-        except psycopg.Error:
-            return False
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(2)
+                sock.connect(str(self.stats_socket))
+                sock.sendall(b"show stat\n")
+                data = b""
+                while chunk := sock.recv(65536):
+                    data += chunk
+        except OSError:
+            return None
+        up = []
+        for line in data.decode(errors="replace").splitlines():
+            fields = line.split(",")
+            if len(fields) > 17 and fields[0] == "primary" and fields[1] not in ("FRONTEND", "BACKEND"):
+                if fields[17].startswith("UP"):
+                    up.append(fields[1])
+        return up
+
+    def _routes(self) -> bool:
+        """Exactly one server UP, and it is the node that accepts writes."""
+        up = self.up_servers()
+        return up is not None and len(up) == 1 and up[0] == self.cluster.leader()
 
     def dsn(self) -> str:
         """One address (HAProxy's) for the test login; no host list, no target_session_attrs."""
