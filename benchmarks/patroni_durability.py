@@ -61,16 +61,23 @@ def wal_position(dsn: str) -> int:
 
 
 def client_outages(events: list[Any]) -> dict[str, list[float]]:
-    """Per round op: seconds from the fault (``ham.op`` start) to the writers' next acknowledged
-    commit - the outage the client saw, through whatever front it uses."""
+    """Per round op: the longest wait between two consecutive acknowledged commits of the writers
+    from the fault (``ham.op`` start) to the end of its round (``ham.round``) - the outage the
+    client saw, through whatever front it uses."""
     out: dict[str, list[float]] = {}
     ordered = sorted(events, key=lambda e: e.index)
     acks = [e for e in ordered if e.type == "op.ok" and e.get("f") == "write"]
+    rounds = [e for e in ordered if e.type == "ham.round"]
     for f in ordered:
-        if f.type == "ham.op" and f.get("phase") == "start" and f.get("op") in ("kill", "switchover", "failover"):
-            nxt = next((a for a in acks if a.index > f.index), None)
-            if nxt is not None:
-                out.setdefault(f.get("op"), []).append(nxt.t - f.t)
+        if not (f.type == "ham.op" and f.get("phase") == "start" and f.get("op") in ("kill", "switchover", "failover")):
+            continue
+        end = next((r for r in rounds if r.index > f.index), None)
+        if end is None:
+            continue
+        before = [a for a in acks if a.index < f.index][-1:]
+        times = [a.t for a in before + [a for a in acks if f.index < a.index < end.index]]
+        if len(times) >= 2:
+            out.setdefault(f.get("op"), []).append(max(b - a for a, b in zip(times, times[1:], strict=False)))
     return out
 
 
@@ -102,13 +109,15 @@ def verdicts_json(verdicts: list[Any]) -> list[dict[str, Any]]:
 
 def rejudge(history_path: str, json_path: str) -> None:
     """Judge a saved run again with today's checkers (``--rejudge HISTORY --json FILE``): the
-    result file's verdicts are replaced, its measured figures kept."""
+    result file's verdicts and the client-seen outages (both read from the history) are replaced,
+    its other measured figures kept."""
     from harness.history.store import read_jsonl
 
     out = json.loads(Path(json_path).read_text())
     _, events = read_jsonl(history_path)
     verdicts = judge(events, out["mode"], out["timing"]["ttl"], out.get("wal_bytes_per_write"))
     out["verdicts"] = verdicts_json(verdicts)
+    out["client_outage_s"] = {op: _stats(v) for op, v in client_outages(events).items()}
     Path(json_path).write_text(json.dumps(out, indent=1) + "\n")
     for v in verdicts:
         print(v.summary[:600])
