@@ -98,3 +98,30 @@ def test_script_refuses_a_missing_folder(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "ham_matrix.py"), "--print", "--results",
                           str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no results folder" in out.stderr
+
+
+def test_suite_histories_become_rows_per_verdict() -> None:
+    from harness.report.ham_matrix import from_suite_histories
+
+    verdict = {"rule_id": "HAM-1", "status": "kept", "observed": "x" * 500}
+    metas = [{"test": "suites/ham/test_ham_patroni.py::test_switchover_through_patroni", "patroni": {},
+              "verdicts": [verdict]},
+             {"test": "suites/lpq/test_lpq_group.py::test_group[x]", "managed": {"manager": "patroni",
+                                                                                "topology": "patroni-group3"},
+              "verdicts": [{"rule_id": "LPQ-1", "status": "violated", "observed": "n2 first"}]},
+             {"test": "suites/lpq/test_lpq_group.py::test_plain", "verdicts": [verdict]}]
+    r = from_suite_histories(metas, "run", "here")
+    assert r["manager"] == "patroni" and validate(r, "x") is r
+    assert [(row["fault"], row["rule"], row["status"]) for row in r["matrix"]["rows"]] == [
+        ("switchover through patroni", "HAM-1", "kept"),
+        ("group (client suite on patroni-group3)", "LPQ-1", "violated")]
+    assert r["matrix"]["rows"][0]["observed"].endswith(" …") and len(r["matrix"]["rows"][0]["observed"]) < 260
+
+
+def test_suite_histories_of_no_or_several_managers_are_refused() -> None:
+    from harness.report.ham_matrix import from_suite_histories
+
+    with pytest.raises(ConfigError, match="no history of a manager"):
+        from_suite_histories([{"test": "t", "verdicts": []}], "run", "here")
+    with pytest.raises(ConfigError, match="several managers"):
+        from_suite_histories([{"patroni": {}}, {"managed": {"manager": "pg_auto_failover"}}], "run", "here")

@@ -81,6 +81,11 @@ def _measured(data: dict[str, Any]) -> str:
             f"load average {load0[0]} -> {load1[0]} (2 cores, shared)")
 
 
+def _short(text: Any, limit: int = 240) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+
+
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -132,7 +137,7 @@ def from_durability_output(out: dict[str, Any]) -> dict[str, Any]:
         rule = v["rule_id"]
         if rule == "DUR-1" and "allowance_writes" in v.get("details", {}):
             rule = "DUR-1 (async bound)"
-        rows.append({"fault": fault, "rule": rule, "status": v["status"], "observed": str(v["observed"])[:400]})
+        rows.append({"fault": fault, "rule": rule, "status": v["status"], "observed": _short(v["observed"])})
     t = out["timing"]
     timings = []
     for op, stats in out["failover_s"].items():
@@ -154,3 +159,40 @@ def from_durability_output(out: dict[str, Any]) -> dict[str, Any]:
 
 
 DERIVERS = {"patroni_durability": from_durability_output}
+
+
+def manager_of(meta: dict[str, Any]) -> str | None:
+    """The manager a suite test's history ran under (``meta["patroni"]`` of the HAM suites,
+    ``meta["managed"]`` of a client suite under ``--topology``), or None."""
+    if isinstance(meta.get("managed"), dict):
+        return str(meta["managed"].get("manager") or "patroni")
+    if isinstance(meta.get("patroni"), dict):
+        return "patroni"
+    return None
+
+
+def from_suite_histories(metas: Iterable[dict[str, Any]], source: str, measured: str) -> dict[str, Any]:
+    """A result file from the history headers of a suite run (``meta``: ``test``, ``verdicts``, and
+    the manager keys of :func:`manager_of`): one row per verdict, the fault being the test's name
+    (``test_switchover_through_patroni`` -> "switchover through patroni"), marked "(client suite)"
+    for a client suite run under ``--topology``. Histories of no manager are left out; ConfigError
+    when none is left or the managers differ."""
+    rows: list[dict[str, Any]] = []
+    managers = set()
+    for meta in metas:
+        manager = manager_of(meta)
+        if manager is None:
+            continue
+        managers.add(manager)
+        test = str(meta.get("test", "?")).split("::")[-1].split("[")[0]
+        fault = test.removeprefix("test_").replace("_", " ")
+        if isinstance(meta.get("managed"), dict):
+            fault += f" (client suite on {meta['managed'].get('topology')})"
+        for v in meta.get("verdicts") or []:
+            rows.append({"fault": fault, "rule": v["rule_id"], "status": v["status"],
+                         "observed": _short(v["observed"])})
+    if not managers:
+        raise ConfigError("no history of a manager topology among the given ones")
+    if len(managers) > 1:
+        raise ConfigError(f"histories of several managers ({', '.join(sorted(managers))}): convert them apart")
+    return {"manager": managers.pop(), "source": source, "measured": measured, "matrix": {"rows": rows, "timings": []}}
