@@ -118,6 +118,20 @@ def test_suite_histories_become_rows_per_verdict() -> None:
     assert r["matrix"]["rows"][0]["observed"].endswith(" …") and len(r["matrix"]["rows"][0]["observed"]) < 260
 
 
+def test_scenarios_of_one_rule_are_one_cell_the_worst_deciding() -> None:
+    from harness.report.ham_matrix import from_suite_histories
+
+    meta = {"test": "t::test_x", "patroni": {}, "verdicts": [
+        {"rule_id": "LPQ-1", "status": "kept", "observed": "a"},
+        {"rule_id": "LPQ-1", "status": "unknown", "observed": "b"},
+        {"rule_id": "LPQ-1", "status": "violated", "observed": "c"},
+        {"rule_id": "LPQ-2", "status": "kept", "observed": "d"}]}
+    rows = from_suite_histories([meta], "run", "here")["matrix"]["rows"]
+    assert rows == [{"fault": "x", "rule": "LPQ-1", "status": "violated",
+                     "observed": "3 scenarios: 1 violated, 1 unknown, 1 kept; c"},
+                    {"fault": "x", "rule": "LPQ-2", "status": "kept", "observed": "d"}]
+
+
 def test_suite_histories_of_no_or_several_managers_are_refused() -> None:
     from harness.report.ham_matrix import from_suite_histories
 

@@ -171,9 +171,23 @@ def manager_of(meta: dict[str, Any]) -> str | None:
     return None
 
 
+def _combined(verdicts: list[dict[str, Any]]) -> dict[str, str]:
+    """One cell for a test's verdicts of one rule (one per scenario): violated if any is, else
+    unknown if any is, else kept; the observation of the first that decided it, with the tally."""
+    for status in ("violated", "unknown", "kept"):
+        deciding = [v for v in verdicts if v["status"] == status]
+        if deciding:
+            break
+    tally = "" if len(verdicts) == 1 else (
+        f"{len(verdicts)} scenarios: " + ", ".join(f"{sum(v['status'] == s for v in verdicts)} {s}"
+                                                   for s in STATUSES if any(v['status'] == s for v in verdicts)) + "; ")
+    return {"status": status, "observed": _short(tally + str(deciding[0]["observed"]))}
+
+
 def from_suite_histories(metas: Iterable[dict[str, Any]], source: str, measured: str) -> dict[str, Any]:
     """A result file from the history headers of a suite run (``meta``: ``test``, ``verdicts``, and
-    the manager keys of :func:`manager_of`): one row per verdict, the fault being the test's name
+    the manager keys of :func:`manager_of`): one row per test and rule (its scenarios' verdicts
+    combined), the fault being the test's name
     (``test_switchover_through_patroni`` -> "switchover through patroni"), marked "(client suite)"
     for a client suite run under ``--topology``. Histories of no manager are left out; ConfigError
     when none is left or the managers differ."""
@@ -188,9 +202,11 @@ def from_suite_histories(metas: Iterable[dict[str, Any]], source: str, measured:
         fault = test.removeprefix("test_").replace("_", " ")
         if isinstance(meta.get("managed"), dict):
             fault += f" (client suite on {meta['managed'].get('topology')})"
+        by_rule: dict[str, list[dict[str, Any]]] = {}
         for v in meta.get("verdicts") or []:
-            rows.append({"fault": fault, "rule": v["rule_id"], "status": v["status"],
-                         "observed": _short(v["observed"])})
+            by_rule.setdefault(v["rule_id"], []).append(v)
+        for rule, verdicts in by_rule.items():
+            rows.append({"fault": fault, "rule": rule, **_combined(verdicts)})
     if not managers:
         raise ConfigError("no history of a manager topology among the given ones")
     if len(managers) > 1:
