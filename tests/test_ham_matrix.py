@@ -128,7 +128,7 @@ def test_scenarios_of_one_rule_are_one_cell_the_worst_deciding() -> None:
         {"rule_id": "LPQ-2", "status": "kept", "observed": "d"}]}
     rows = from_suite_histories([meta], "run", "here")["matrix"]["rows"]
     assert rows == [{"fault": "x", "rule": "LPQ-1", "status": "violated",
-                     "observed": "3 scenarios: 1 violated, 1 unknown, 1 kept; c"},
+                     "observed": "3 scenarios: 1 kept, 1 violated, 1 unknown; c"},
                     {"fault": "x", "rule": "LPQ-2", "status": "kept", "observed": "d"}]
 
 
