@@ -39,7 +39,8 @@ def _need(data: Any, keys: Sequence[str], where: str) -> dict[str, Any]:
 
 
 def validate(result: Any, where: str) -> dict[str, Any]:
-    """``result`` checked against the result-file shape (module docstring); ConfigError naming
+    """``result`` (HAM / DUR-1 verdicts and timings) checked against the result-file shape (module docstring);
+    ConfigError naming
     ``where`` and the first problem otherwise."""
     _need(result, ("manager", "matrix"), where)
     matrix = _need(result["matrix"], ("rows", "timings"), f"{where}: matrix")
@@ -57,7 +58,7 @@ def validate(result: Any, where: str) -> dict[str, Any]:
 
 
 def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """Every result file in ``paths`` (sorted by name), validated."""
+    """Every result file in ``paths`` (sorted by name), validated (HAM-1 ... HAM-6, DUR-1 rows)."""
     out = []
     for path in sorted(paths):
         try:
@@ -97,7 +98,8 @@ def _within(t: dict[str, Any]) -> str:
 
 
 def render(results: Sequence[dict[str, Any]]) -> str:
-    """The Markdown of docs/matrix-ham.md for ``results`` (rows ordered by manager, fault, rule)."""
+    """The Markdown of docs/matrix-ham.md (HAM-1 ... HAM-6, DUR-1) for ``results`` (rows ordered by manager, fault,
+    rule)."""
     rows = sorted(((r["manager"], row, r) for r in results for row in r["matrix"]["rows"]),
                   key=lambda x: (x[0], x[1]["fault"], x[1]["rule"]))
     timings = sorted(((r["manager"], t, r) for r in results for t in r["matrix"]["timings"]),
@@ -124,7 +126,8 @@ _OP_FAULTS = {"kill": "leader's machine lost (Patroni + PostgreSQL SIGKILLed)",
 
 
 def from_durability_output(out: dict[str, Any]) -> dict[str, Any]:
-    """The matrix part of ``benchmarks/patroni_durability.py``'s output: one row per verdict (the fault
+    """The matrix part of ``benchmarks/patroni_durability.py``'s output (DUR-1, HAM-3 timings): one row per verdict
+    (the fault
     is the whole mix of rounds, in its mode), one timing per round op (the machine loss beside
     ``ttl + loop_wait``; REST operations have no documented time bound)."""
     _need(out, ("mode", "rounds", "plan", "timing", "verdicts", "failover_s"), "patroni_durability output")
@@ -162,7 +165,7 @@ DERIVERS = {"patroni_durability": from_durability_output}
 
 
 def manager_of(meta: dict[str, Any]) -> str | None:
-    """The manager a suite test's history ran under (``meta["patroni"]`` of the HAM suites,
+    """The manager (HAM family) a suite test's history ran under (``meta["patroni"]`` of the HAM suites,
     ``meta["managed"]`` of a client suite under ``--topology``), or None."""
     if isinstance(meta.get("managed"), dict):
         return str(meta["managed"].get("manager") or "patroni")
@@ -185,7 +188,8 @@ def _combined(verdicts: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def from_suite_histories(metas: Iterable[dict[str, Any]], source: str, measured: str) -> dict[str, Any]:
-    """A result file from the history headers of a suite run (``meta``: ``test``, ``verdicts``, and
+    """A result file (HAM, DUR-1, LPQ verdicts) from the history headers of a suite run (``meta``: ``test``,
+    ``verdicts``, and
     the manager keys of :func:`manager_of`): one row per test and rule (its scenarios' verdicts
     combined), the fault being the test's name
     (``test_switchover_through_patroni`` -> "switchover through patroni"), marked "(client suite)"

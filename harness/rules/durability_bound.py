@@ -31,13 +31,13 @@ FAULT_OPS = ("kill", "failover", "switchover", "kill-manager", "partition-dcs")
 
 
 def fault_instants(events: Sequence[Event]) -> list[Event]:
-    """The ``ham.op`` start events of the faults a manager answered, in history order."""
+    """The ``ham.op`` start events of the faults a manager answered, in history order (DUR-1)."""
     return [e for e in sorted(events, key=lambda e: e.index)
             if e.type == "ham.op" and e.get("phase") == "start" and e.get("op") in FAULT_OPS]
 
 
 def fault_spans(events: Sequence[Event]) -> list[tuple[Event, Event | None]]:
-    """Each fault's ``ham.op`` start with its end (the next ``end`` of the same op), or None when the
+    """DUR-1: each fault's ``ham.op`` start with its end (the next ``end`` of the same op), or None when the
     history has no end for it: a write acknowledged while the operation ran (before the kill signal
     landed) belongs to that fault."""
     ordered = sorted(events, key=lambda e: e.index)

@@ -26,7 +26,7 @@ CHECK = "inter 1s fall 2 rise 1"
 
 
 def check_installed() -> str:
-    """The HAProxy binary (MissingDependencyError with the install command when absent)."""
+    """The HAProxy binary of the HAM-5 front (MissingDependencyError with the install command when absent)."""
     found = shutil.which("haproxy") or (HAPROXY_BIN if Path(HAPROXY_BIN).exists() else None)
     if not found:
         raise MissingDependencyError("haproxy is not installed; apt-get install -y --no-install-recommends haproxy")
@@ -49,7 +49,8 @@ def config_text(listen_port: int, servers: list[tuple[str, str, int]], stats_soc
 
 
 class HAProxyFront:
-    """HAProxy in front of a started :class:`~harness.topology.patroni.PatroniCluster` (use as a
+    """HAProxy (HAM-5 health checks; DUR-1 through one address) in front of a started
+    :class:`~harness.topology.patroni.PatroniCluster` (use as a
     context manager, or :meth:`start` / :meth:`stop`)."""
 
     def __init__(self, cluster: Any) -> None:
@@ -65,7 +66,7 @@ class HAProxyFront:
         self.stop()
 
     def start(self, timeout: float = 30) -> HAProxyFront:
-        """Write the configuration into the run, start HAProxy (a process of the run) and return
+        """Write the configuration into the run, start HAProxy (HAM-5 routing; a process of the run) and return
         once its health checks route to the leader (a TopologyError with its log otherwise)."""
         binary = check_installed()
         self.port = allocate_port()
@@ -89,7 +90,7 @@ class HAProxyFront:
         return self
 
     def up_servers(self) -> list[str] | None:
-        """The servers HAProxy's health checks hold UP now (``show stat`` on the stats socket), or
+        """The servers HAProxy's ``GET /primary`` checks (HAM-5) hold UP now (``show stat`` on the stats socket), or
         None when the socket does not answer. HAProxy starts every server UP until its checks fail,
         so right after start a replica is routed to as well."""
         import socket
@@ -118,12 +119,12 @@ class HAProxyFront:
         return up is not None and len(up) == 1 and up[0] == self.cluster.leader()
 
     def dsn(self) -> str:
-        """One address (HAProxy's) for the test login; no host list, no target_session_attrs."""
+        """One address (HAProxy's) for the test login (DUR-1's writers); no host list, no target_session_attrs."""
         return (f"host=127.0.0.1 port={self.port} dbname={APP_DATABASE} user={APP_USER} "
                 f"passfile={self.cluster.path / 'pgpass'} connect_timeout=2")
 
     def stop(self) -> None:
-        """Stop HAProxy (its process group) and forget it in the run state."""
+        """Stop HAProxy (its process group) and forget it in the run state (OBS-1: nothing left running)."""
         if self.pid is None:
             return
         from harness.topology.process import kill_group

@@ -18,7 +18,8 @@ MANAGED_TOPOLOGIES = ("patroni-pair", "patroni-group3")
 
 @dataclass(frozen=True)
 class ManagedOperation:
-    """One Topology API operation under a manager: how it is done there, or why it is not."""
+    """One Topology API operation under a manager (OBS-1: a refusal is a harness error, never a verdict): how it is
+    done there, or why it is not."""
 
     name: str
     how: str | None = None  # what the manager topology does for it (None: refused)
@@ -67,18 +68,18 @@ _OPS = {op.name: op for op in OPERATIONS}
 
 
 def is_managed(topology: str | None) -> bool:
-    """True when ``topology`` (``--topology``) names a manager-driven topology."""
+    """True when ``topology`` (``--topology``) names a manager-driven topology (HAM family)."""
     return topology in MANAGED_TOPOLOGIES
 
 
 def operation_refusal(name: str) -> str | None:
-    """Why a manager topology cannot do Topology operation ``name`` (one line), or None."""
+    """Why a manager topology cannot do Topology operation ``name`` (one line, OBS-1), or None."""
     op = _OPS.get(name)
     return None if op is None else op.refusal
 
 
 def family_refusal(rule_ids: list[str]) -> str | None:
-    """Why a test citing ``rule_ids`` cannot run under a manager topology, or None when every
+    """Why a test citing ``rule_ids`` (DUR-1, LPQ-1 ...) cannot run under a manager topology, or None when every
     family it cites can (an unknown family is refused: nothing runs there unreviewed)."""
     for rid in rule_ids:
         family = rid.split("-", 1)[0]
@@ -90,7 +91,7 @@ def family_refusal(rule_ids: list[str]) -> str | None:
 
 
 def markdown() -> str:
-    """Both tables as Markdown: operations, then rule families."""
+    """Both tables as Markdown: operations, then rule families (DUR, LPQ, HAM ... served or not)."""
     lines = ["| operation | under the manager |", "|---|---|"]
     for op in OPERATIONS:
         lines.append(f"| `{op.name}` | {'yes - ' + op.how if op.how else 'no - ' + str(op.refusal)} |")
@@ -105,7 +106,8 @@ END = "<!-- end of the managed capability table -->"
 
 
 def with_table(doc: str) -> str:
-    """``doc`` with the text between :data:`BEGIN` and :data:`END` replaced by :func:`markdown`
+    """``doc`` (docs/ha-managers.md, HAM family) with the text between :data:`BEGIN` and :data:`END` replaced by
+    :func:`markdown`
     (ValueError when the markers are missing)."""
     pattern = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.S)
     if not pattern.search(doc):

@@ -37,7 +37,8 @@ REJOIN_TIMEOUT_S = 120.0
 
 
 class ManagedPostgres(PostgresEngine):
-    """PostgreSQL whose test login is the Patroni run's own (random password in the run's 0600
+    """PostgreSQL (LPQ / DUR-1 clients' login) whose test login is the Patroni run's own (random password in the
+    run's 0600
     password file) instead of the template's."""
 
     def __init__(self, credentials: Credentials) -> None:
@@ -45,12 +46,13 @@ class ManagedPostgres(PostgresEngine):
 
     @property
     def credentials(self) -> Credentials:  # type: ignore[override]
-        """The run's test login."""
+        """The run's test login (LPQ / DUR-1 clients)."""
         return self._credentials
 
 
 def run_credentials(path: Path) -> Credentials:
-    """The test login of the Patroni run in ``path`` (its ``pgpass`` line ``*:*:*:user:password``)."""
+    """The test login (LPQ-5, DUR-1 writers) of the Patroni run in ``path`` (its ``pgpass`` line
+    ``*:*:*:user:password``)."""
     try:
         line = (path / "pgpass").read_text().splitlines()[0]
     except (OSError, IndexError):
@@ -62,11 +64,11 @@ def run_credentials(path: Path) -> Credentials:
 
 
 class PatroniNode(LocalNode):
-    """One node of a manager topology (the local node view; its role named as a pair's or a group's)."""
+    """One node of a manager topology (LPQ evidence: the local node view; its role named as a pair's or a group's)."""
 
     @property
     def role(self) -> str:
-        """``principal``; the other node of a pair is its ``mirror``, of a group a ``standby``."""
+        """``principal``; the other node of a pair is its ``mirror``, of a group a ``standby`` (LPQ-4 evidence)."""
         role = self._s.role
         if role == PRINCIPAL:
             return role
@@ -74,7 +76,7 @@ class PatroniNode(LocalNode):
 
 
 class ManagedTopology(Topology):
-    """The Topology API over a :class:`PatroniCluster` (see the module docstring)."""
+    """The Topology API over a :class:`PatroniCluster` (DUR-1 / LPQ under HAM; see the module docstring)."""
 
     manager = "patroni"
 
@@ -100,7 +102,7 @@ class ManagedTopology(Topology):
 
     # ------------------------------------------------------------------------------ lifecycle
     def up(self) -> ManagedTopology:
-        """Start Patroni's cluster (n1 leading), wire the fault proxy's events into the history."""
+        """Start Patroni's cluster (HAM; n1 leading), wire the fault proxy's events into the history."""
         self.cluster.up()
         self.run_id, self.path = self.cluster.run_id, self.cluster.path
         self._engine = ManagedPostgres(run_credentials(self.path))
@@ -122,7 +124,7 @@ class ManagedTopology(Topology):
         return self
 
     def down(self) -> None:
-        """Stop everything (Patroni first, then the servers, etcd and the fault proxy)."""
+        """Stop everything (OBS-1; Patroni first, then the servers, etcd and the fault proxy)."""
         if self._unsubscribe is not None:
             with contextlib.suppress(Exception):
                 self.settle_observations()
@@ -132,7 +134,7 @@ class ManagedTopology(Topology):
         self.run_id = None
 
     def keep(self) -> None:
-        """Leave the servers and Patroni up (``--keep-on-failure``): the run is marked detached so its
+        """Leave the servers and Patroni up (``--keep-on-failure``, OBS-1 evidence): the run is marked detached so its
         reaper leaves it; ``failover-harness down --run ID`` cleans it."""
         self.cluster._update_state(lambda s: setattr(s, "detached", True))
         self.cluster.run_id = None  # this process's down() leaves it alone
@@ -140,6 +142,7 @@ class ManagedTopology(Topology):
     # ---------------------------------------------------------------------------------- views
     @property
     def engine(self) -> PostgresEngine:  # type: ignore[override]
+        """PostgreSQL with the run's test login (LPQ / DUR-1 clients)."""
         if self._engine is None:
             raise InvalidOperation(f"{self.topology} is not started: call up()")
         return self._engine
@@ -148,20 +151,24 @@ class ManagedTopology(Topology):
         return self.cluster.node_state(name)
 
     def socket_dir(self, name: str) -> Path:
-        """Where node ``name``'s server has its Unix socket (Patroni's ``unix_socket_directories``)."""
+        """Where node ``name``'s server has its Unix socket (LPQ-4's server view; Patroni's
+        ``unix_socket_directories``)."""
         return self.path / name
 
     @property
     def nodes(self) -> list[PatroniNode]:  # type: ignore[override]
+        """Every node in creation order (LPQ host lists)."""
         return [PatroniNode(self, n) for n in self.cluster.names]  # type: ignore[arg-type]
 
     def node(self, name: Any) -> PatroniNode:  # type: ignore[override]
+        """The node called ``name`` (UnknownNodeError naming the nodes; LPQ host lists)."""
         name = getattr(name, "name", name)
         self.cluster.node_state(name)  # UnknownNodeError naming the nodes
         return PatroniNode(self, name)  # type: ignore[arg-type]
 
     @property
     def principal(self) -> PatroniNode:  # type: ignore[override]
+        """HAM-1: the one node that accepts a write now (the servers' own answer)."""
         self.refresh()
         for n in self.nodes:
             if n.role == PRINCIPAL:
@@ -170,12 +177,13 @@ class ManagedTopology(Topology):
 
     @property
     def standbys(self) -> list[PatroniNode]:  # type: ignore[override]
+        """Every node but the leader (LPQ-4's standbys)."""
         leader = self.principal.name
         return [n for n in self.nodes if n.name != leader]
 
     @property
     def mirror(self) -> PatroniNode:  # type: ignore[override]
-        """The synchronous standby Patroni names (synchronous mode), else the first running standby."""
+        """HAM-4: the synchronous standby Patroni names (synchronous mode), else the first running standby."""
         sync = self.cluster.sync_standby()
         if sync is not None:
             return self.node(sync)
@@ -185,7 +193,8 @@ class ManagedTopology(Topology):
         return running[0]
 
     def dsn(self, target_session_attrs: str = "read-write", **params: Any) -> str:
-        """A libpq multi-host string over every node's client proxy, in node order, with the test login."""
+        """LPQ-1 / DUR-1: a libpq multi-host string over every node's client proxy, in node order, with the test
+        login."""
         creds = self.engine.credentials
         nodes = self.nodes
         hosts = ",".join(str(n.client_address[0]) for n in nodes)
@@ -195,7 +204,7 @@ class ManagedTopology(Topology):
                 f"target_session_attrs={target_session_attrs} connect_timeout=2{extra}")
 
     def describe(self) -> dict[str, Any]:
-        """The Patroni run's description (manager, timings, nodes), with the fault proxy's."""
+        """The Patroni run's description (HAM settings, manager, nodes), with the fault proxy's."""
         desc = self.cluster.describe()
         links = self.cluster._links
         if links is not None:
@@ -205,17 +214,18 @@ class ManagedTopology(Topology):
         return desc
 
     def refresh(self) -> None:
-        """Re-read the roles from the servers themselves (the leader is whoever accepts a write)."""
+        """HAM-1: re-read the roles from the servers themselves (the leader is whoever accepts a write)."""
         self.cluster.refresh_roles()
 
     def register_process(self, name: str, pid: int, remove: bool = False) -> None:
-        """Make a process started in front of the topology part of the run (teardown stops it)."""
+        """OBS-1: make a process started in front of the topology part of the run (teardown stops it)."""
         if remove:
             self.cluster._update_state(lambda s: setattr(s, "processes", [p for p in s.processes if p.pid != pid]))
             return
         self.cluster._register(ProcessRecord(name, pid, None, start_ticks(pid)))
 
     def partner_setting(self) -> str:
+        """MIR-9's published partner: refused under the manager (ConfigError with the reason)."""
         raise ConfigError(f"partner_setting on {self.topology}: {managed.operation_refusal('partner_setting')}")
 
     # ------------------------------------------------------------------------- operations
@@ -228,7 +238,7 @@ class ManagedTopology(Topology):
 
     def switchover(self, target: str | None = None,
                    on_writable: Callable[[], None] | None = None) -> OperationResult:
-        """Patroni's switchover to ``target`` (default: the node Patroni accepts); ``on_writable`` is
+        """DUR-1 / HAM-6: Patroni's switchover to ``target`` (default: the node Patroni accepts); ``on_writable`` is
         called once the new leader accepts writes (after the former leader's rejoin was waited for)."""
         if self.mode == "sync":
             self.cluster.wait_sync_standby(timeout=60)
@@ -238,10 +248,10 @@ class ManagedTopology(Topology):
         return result
 
     def prepare_switchover(self, target: str | None = None) -> None:
-        """Nothing to prepare: Patroni runs the switchover."""
+        """Nothing to prepare (PER-1's hook): Patroni runs the switchover."""
 
     def failover(self, target: str | None = None) -> OperationResult:
-        """The leader's machine lost; Patroni promotes a replica (in synchronous mode only its
+        """HAM-3 / DUR-1: the leader's machine lost; Patroni promotes a replica (in synchronous mode only its
         synchronous standby: a ``target`` that is not it is refused before anything happens)."""
         leader = self.cluster.wait_one_leader(timeout=60)
         if self.mode == "sync":
@@ -253,7 +263,7 @@ class ManagedTopology(Topology):
         return self._result({**r, "fault": "failover", "node": target})
 
     def rejoin(self, node: str | None = None) -> OperationResult:
-        """Start the lost node's Patroni again and wait until it streams the leader's timeline."""
+        """HAM-6: start the lost node's Patroni again and wait until it streams the leader's timeline."""
         if node is None:
             lost = [n.name for n in self.nodes if n.state == KILLED]
             if not lost:
@@ -279,40 +289,48 @@ class ManagedTopology(Topology):
         raise ConfigError(f"{op} on {self.topology}: {managed.operation_refusal(op)}")
 
     def stop(self, node: str, mode: str = "fast") -> OperationResult:
+        """Refused under the manager (OBS-1: a one-line ConfigError with the reason)."""
         return self._refuse("stop")
 
     def start(self, node: str) -> OperationResult:
+        """Refused under the manager (OBS-1: a one-line ConfigError with the reason)."""
         return self._refuse("start")
 
     def kill(self, node: str) -> OperationResult:
+        """Refused under the manager (OBS-1: a one-line ConfigError with the reason)."""
         return self._refuse("kill")
 
     def pause(self, node: str, scope: str = "postmaster") -> OperationResult:
+        """Refused under the manager (OBS-1: a one-line ConfigError with the reason)."""
         return self._refuse("pause")
 
     def resume(self, node: str) -> OperationResult:
+        """Refused under the manager (OBS-1: a one-line ConfigError with the reason)."""
         return self._refuse("resume")
 
     def add_node(self) -> OperationResult:
+        """Refused under the manager (PER-1: a one-line ConfigError with the reason)."""
         return self._refuse("add_node")
 
     def remove_node(self, node: str) -> OperationResult:
+        """Refused under the manager (PER-1: a one-line ConfigError with the reason)."""
         return self._refuse("remove_node")
 
     def membership_problem(self, op: str) -> str | None:
+        """Why ``op`` (PER-1's node add / remove) cannot run under the manager."""
         return managed.operation_refusal(op.replace("-", "_"))
 
 
 class PatroniPair(ManagedTopology, Pair):
-    """``patroni-pair`` as a suite's ``pair``."""
+    """``patroni-pair`` as a suite's ``pair`` (DUR-1, LPQ-1 ... LPQ-5)."""
 
 
 class PatroniGroup(ManagedTopology, Group):
-    """``patroni-group3`` as a suite's ``group``."""
+    """``patroni-group3`` as a suite's ``group`` (DUR-1, LPQ-6)."""
 
 
 def build(nodes: int, **kwargs: Any) -> ManagedTopology:
-    """A not-yet-started manager topology of ``nodes`` nodes (a Pair for two, a Group for more);
+    """A not-yet-started manager topology (DUR-1 / LPQ under HAM) of ``nodes`` nodes (a Pair for two, a Group for more);
     ``kwargs`` are the ``@pytest.mark.topology`` keywords (mode, mirror_readable, links)."""
     if nodes == 2:
         return PatroniPair(nodes, **kwargs)

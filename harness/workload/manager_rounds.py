@@ -42,7 +42,7 @@ def fault_plan(rounds: int, ops: Sequence[str] = ROUND_OPS) -> list[str]:
 
 @dataclass(frozen=True)
 class RoundResult:
-    """What one round did: the op, the leader before and after, and how long it took."""
+    """What one round did (DUR-1 / HAM-3 evidence): the op, the leader before and after, and how long it took."""
 
     number: int
     op: str
@@ -52,7 +52,7 @@ class RoundResult:
     whole_s: float  # from the fault until every node streamed again (and a sync standby was named)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``ham.round`` fields, benchmark output)."""
+        """The JSON form (``ham.round`` fields, benchmark output; DUR-1, HAM-3)."""
         return asdict(self)
 
 
@@ -80,7 +80,8 @@ def wait_whole(cluster: Any, timeout: float = WHOLE_TIMEOUT_S) -> str:
 
 
 def run_round(cluster: Any, number: int, op: str, history: Any = None) -> RoundResult:
-    """One round (see the module docstring): make ``op`` happen through the manager, wait until the
+    """One round of DUR-1 under the manager (see the module docstring): make ``op`` happen through the manager, wait
+    until the
     topology is whole again, record ``ham.round`` and return what it did."""
     before = wait_whole(cluster)
     t0 = time.monotonic()
@@ -104,7 +105,8 @@ def run_round(cluster: Any, number: int, op: str, history: Any = None) -> RoundR
 
 def run_rounds(cluster: Any, plan: Sequence[str], history: Any = None,
                progress: Callable[[RoundResult], None] | None = None) -> list[RoundResult]:
-    """Every round of ``plan`` in turn (:func:`run_round`), ``progress`` called after each."""
+    """Every round of ``plan`` in turn (DUR-1, HAM-3/HAM-6 evidence; :func:`run_round`), ``progress`` called after
+    each."""
     results = []
     for number, op in enumerate(plan, start=1):
         results.append(run_round(cluster, number, op, history))
