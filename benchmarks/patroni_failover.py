@@ -93,12 +93,12 @@ def main() -> None:
 
 def result_file(t: dict, failover: list[float], demote: list[float], load0: tuple[float, ...]) -> dict:
     """The timings as a docs/matrix-ham.md result file (harness/report/ham_matrix.py)."""
-    mode = "synchronous" if t["synchronous_mode"] else "asynchronous"
+    mode = "sync" if t["synchronous_mode"] else "async"
     timings = [{"fault": f"leader's machine lost (Patroni + PostgreSQL SIGKILLed), {mode} mode",
                 "what": "the fault -> another node accepts a write", "runs": len(failover),
                 "median": round(statistics.median(failover), 2), "p95": round(_p95(failover), 2),
                 "bound_s": t["ttl"] + t["loop_wait"],
-                "bound": f"ttl + loop_wait = {t['ttl'] + t['loop_wait']} s (HAM-3 tolerates +5 s)"}]
+                "bound": f"ttl + loop_wait = {t['ttl'] + t['loop_wait']} s (HAM-3 tolerates +5 s)", "tolerance_s": 5}]
     if demote:
         timings.append({"fault": f"leader cut from etcd, {mode} mode", "what": "the cut -> the leader stops "
                         "accepting writes", "runs": len(demote), "median": round(statistics.median(demote), 2),

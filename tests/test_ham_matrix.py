@@ -139,3 +139,13 @@ def test_suite_histories_of_no_or_several_managers_are_refused() -> None:
         from_suite_histories([{"test": "t", "verdicts": []}], "run", "here")
     with pytest.raises(ConfigError, match="several managers"):
         from_suite_histories([{"patroni": {}}, {"managed": {"manager": "pg_auto_failover"}}], "run", "here")
+
+
+def test_p95_past_the_bound_but_within_the_rules_tolerance_says_so() -> None:
+    r = result("patroni", p95=23.15)
+    r["matrix"]["timings"][0]["tolerance_s"] = 5
+    line = next(s for s in render([r]).splitlines() if "| 10 |" in s)
+    assert line.endswith("| no (within the rule's +5 s) |")
+    r["matrix"]["timings"][0]["p95"] = 27.5
+    line = next(s for s in render([r]).splitlines() if "| 10 |" in s)
+    assert line.endswith("| no |")
