@@ -135,7 +135,10 @@ class ManagedTopology(Topology):
 
     def keep(self) -> None:
         """Leave the servers and Patroni up (``--keep-on-failure``, OBS-1 evidence): the run is marked detached so its
-        reaper leaves it; ``failover-harness down --run ID`` cleans it."""
+        reaper leaves it; ``failover-harness down --run ID`` cleans it. The fault proxy runs in this
+        process and ends with it, and every Patroni link goes through it: a kept run's nodes lose
+        etcd and their replication, so they are left for their logs and data directories, not as
+        a working cluster."""
         self.cluster._update_state(lambda s: setattr(s, "detached", True))
         self.cluster.run_id = None  # this process's down() leaves it alone
 
