@@ -28,7 +28,7 @@ class H:
         return self
 
     def write(self, t: float, key: int) -> H:
-        self.add(t, "op.invoke", process="w", op_id=key, f="write", value=key)
+        self.add(t - 1.0, "op.invoke", process="w", op_id=key, f="write", value=key)
         return self.add(t, "op.ok", process="w", op_id=key, f="write", value=key)
 
     def fault(self, t: float, op: str = "kill", end: float | None = None) -> H:
@@ -144,3 +144,49 @@ def test_round_result_json_shape() -> None:
     r = RoundResult(1, "kill", "n1", "n2", 20.5, 31.0)
     assert r.to_dict() == {"number": 1, "op": "kill", "before": "n1", "after": "n2", "failover_s": 20.5,
                            "whole_s": 31.0}
+
+
+@pytest.mark.parametrize("op", ["kill", "failover", "switchover", "kill-manager", "partition-dcs"])
+def test_every_manager_fault_is_a_fault_instant(op: str) -> None:
+    h = H().fault(1, op)
+    assert [e.get("op") for e in fault_instants(h.events)] == [op]
+    h = H().write(50, 1).fault(60, op).read(70, [])
+    v = judge(h)
+    assert v.valid is True and v.details["faults"][0]["op"] == op, v.summary
+
+
+def test_a_fault_ends_with_its_own_end_not_another_operations() -> None:
+    """A ``start`` operation's end between the kill's start and end does not end the kill early: a
+    write acknowledged after it, before the kill ended, is still the kill's."""
+    h = H()
+    h.add(100.0, "ham.op", op="kill", node="n1", phase="start", leader="n1")
+    h.add(101.0, "ham.op", op="start", node="n3", phase="end", leader="n1")
+    h.write(102.0, 1)
+    h.add(120.0, "ham.op", op="kill", node="n1", phase="end", leader="n2")
+    h.read(130, [])
+    v = judge(h)
+    assert v.valid is True and v.details["faults"][0]["lost"] == 1, v.summary
+
+
+def test_wal_rate_must_be_positive_not_above_one_byte() -> None:
+    h = H().write(1, 1).fault(10).read(20, [])
+    assert judge(h, wal=0.5).valid is True
+    assert judge(h, wal=-5).valid == "unknown"
+
+
+def test_figures_in_the_details() -> None:
+    h = H()
+    for k in range(60):
+        h.write(5 + k * 0.01, k)
+    h.fault(10).read(20, [])
+    v = check_async_loss_within_documented_bound(h.events, ttl_s=TTL, max_lag_bytes=1000, wal_bytes_per_write=287.35)
+    assert v.rule_id == "DUR-1" and v.valid is True
+    assert (v.details["acknowledged"], v.details["ttl_s"], v.details["max_lag_bytes"]) == (60, TTL, 1000)
+    assert v.details["wal_bytes_per_write"] == 287.4 and v.details["allowance_writes"] == 3
+    assert len(v.evidence) == 50  # at most 50 events named
+    h = H()
+    for k in range(60):
+        h.write(5 + k * 0.01, k)
+    h.fault(100).read(120, [])
+    v = judge(h)
+    assert v.valid is False and len(v.evidence) == 50

@@ -42,8 +42,9 @@ def fault_spans(events: Sequence[Event]) -> list[tuple[Event, Event | None]]:
     landed) belongs to that fault."""
     ordered = sorted(events, key=lambda e: e.index)
     spans = []
+    position = {e.index: i for i, e in enumerate(ordered)}
     for start in fault_instants(ordered):
-        end = next((e for e in ordered if e.index > start.index and e.type == "ham.op" and e.get("phase") == "end"
+        end = next((e for e in ordered[position[start.index] + 1:] if e.type == "ham.op" and e.get("phase") == "end"
                     and e.get("op") == start.get("op")), None)
         spans.append((start, end))
     return spans
@@ -78,7 +79,7 @@ def check_async_loss_within_documented_bound(events: Sequence[Event], *, ttl_s: 
         charged = [w for w in remaining if previous_index < w.index < last]
         remaining = [w for w in remaining if w not in charged]
         inside = [w for w in charged if w.t >= f.t - ttl_s]
-        older = [w for w in charged if w.t < f.t - ttl_s]
+        older = [w for w in charged if w not in inside]
         if len(older) > allowance:
             bad += older
         per_fault.append({"op": f.get("op"), "event": f.index, "lost": len(charged), "lost_in_ttl_window": len(inside),
