@@ -8,14 +8,19 @@ timings, ``--repeat`` times each
 
 printed as median and p95 beside the bound computed from the settings.
 
-    python benchmarks/patroni_failover.py [--repeat 10] [--skip-dcs]
+    python benchmarks/patroni_failover.py [--repeat 10] [--skip-dcs] [--json FILE]
+
+``--json`` writes the timings as a result file of docs/matrix-ham.md (scripts/ham_matrix.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import time
+from pathlib import Path
 
 from harness.topology.patroni import PatroniCluster
 
@@ -48,7 +53,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--skip-dcs", action="store_true")
+    ap.add_argument("--json", help="write the timings as a docs/matrix-ham.md result file")
     args = ap.parse_args()
+    load0 = os.getloadavg()
     with PatroniCluster(nodes=3) as c:
         t = c.timing
         failover: list[float] = []
@@ -80,6 +87,27 @@ def main() -> None:
         if demote:
             print(f"demotion after a DCS cut: median {statistics.median(demote):.2f} s, p95 {_p95(demote):.2f} s "
                   f"over {len(demote)} runs; bound [{t.retry_timeout}, {t.ttl}] s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result_file(t.to_dict(), failover, demote, load0), indent=1) + "\n")
+
+
+def result_file(t: dict, failover: list[float], demote: list[float], load0: tuple[float, ...]) -> dict:
+    """The timings as a docs/matrix-ham.md result file (harness/report/ham_matrix.py)."""
+    mode = "sync" if t["synchronous_mode"] else "async"
+    timings = [{"fault": f"leader's machine lost (Patroni + PostgreSQL SIGKILLed), {mode} mode",
+                "what": "the fault -> another node accepts a write", "runs": len(failover),
+                "median": round(statistics.median(failover), 2), "p95": round(_p95(failover), 2),
+                "bound_s": t["ttl"] + t["loop_wait"],
+                "bound": f"ttl + loop_wait = {t['ttl'] + t['loop_wait']} s (HAM-3 tolerates +5 s)", "tolerance_s": 5}]
+    if demote:
+        timings.append({"fault": f"leader cut from etcd, {mode} mode", "what": "the cut -> the leader stops "
+                        "accepting writes", "runs": len(demote), "median": round(statistics.median(demote), 2),
+                        "p95": round(_p95(demote), 2), "bound_s": t["ttl"],
+                        "bound": f"between retry_timeout = {t['retry_timeout']} s and ttl = {t['ttl']} s (HAM-2)"})
+    load1 = os.getloadavg()
+    return {"manager": "patroni", "source": "benchmarks/patroni_failover.py",
+            "measured": f"patroni-group3, load average {load0[0]:.1f} -> {load1[0]:.1f} (2 cores, shared)",
+            "matrix": {"rows": [], "timings": timings}}
 
 
 if __name__ == "__main__":

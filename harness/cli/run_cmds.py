@@ -47,6 +47,8 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
         argv.append(f"--rootdir={Path.cwd()}")  # the user's project, not the installed package
     if args.client:
         argv.append(f"--fh-client={args.client}")
+    if getattr(args, "topology", None):
+        argv.append(f"--fh-topology={args.topology}")
     if args.keep_on_failure:
         argv.append("--fh-keep-on-failure")
     if getattr(args, "history_dir", None):
@@ -90,6 +92,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and ``matrix``."""
     p.add_argument("--backend", default="local", choices=["local", "compose"])
     p.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"])
+    p.add_argument("--topology", choices=["patroni-pair", "patroni-group3"],
+                   help="suites' pairs and groups as a manager topology whose roles Patroni swaps "
+                        "(docs/ha-managers.md; tests it cannot serve are skipped with the reason)")
     p.add_argument("--client", help="client under test: a registered name or module:attr (default: the "
                                     "profile's reference client)")
     p.add_argument("--profile", help="run the shipped suites of these profiles (comma-separated, e.g. lpq or "

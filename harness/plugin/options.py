@@ -26,6 +26,9 @@ class HarnessOptions:
     history_dir: Path
     alluredir: Path | None
     worker: str  # pytest-xdist worker id ("gw0", ...) or "main"
+    #: ``--topology``: a manager topology (``patroni-pair``, ``patroni-group3``) the ``pair`` / ``group``
+    #: fixtures build instead of the backend's own (docs/ha-managers.md "Client suites under the manager")
+    topology: str | None = None
 
 
 OPTIONS_KEY = pytest.StashKey[HarnessOptions]()
@@ -37,7 +40,7 @@ ACTIVE_KEY = pytest.StashKey[bool]()
 #: whose conftest defines one of them gets pytest's "option names already added" error).
 OPTION_NAMES = {"backend": ("--fh-backend", "--backend"), "client": ("--fh-client", "--client"),
                 "engine": ("--fh-engine", "--engine"), "keep_on_failure": ("--fh-keep-on-failure", "--keep-on-failure"),
-                "history_dir": ("--fh-history-dir", "--history-dir")}
+                "history_dir": ("--fh-history-dir", "--history-dir"), "topology": ("--fh-topology", "--topology")}
 
 
 class _Default(str):
@@ -64,6 +67,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "import path module:attr; default: the reference client of each profile")
     group.addoption(*OPTION_NAMES["engine"], dest="engine", default=_Default("postgres"), metavar="NAME",
                     help="database engine of the pairs (default postgres; or mariadb)")
+    group.addoption(*OPTION_NAMES["topology"], dest="fh_topology", default=None, metavar="NAME",
+                    help="build the pair / group fixtures as a manager topology whose roles the manager swaps: "
+                    "patroni-pair or patroni-group3 (local backend; tests it cannot serve are skipped with the "
+                    "reason)")
     group.addoption(*OPTION_NAMES["keep_on_failure"], dest="keep_on_failure", action="store_true", default=False,
                     help="leave a failed test's nodes and run directory in place for inspection "
                     "(clean later with `failover-harness down --all`)")
@@ -92,7 +99,7 @@ def options_given(config: pytest.Config) -> bool:
     """True when the run gave any harness option (on the command line, in addopts or an ini file)."""
     defaults = isinstance(config.getoption("backend"), _Default) and isinstance(config.getoption("engine"), _Default)
     return (not defaults or config.getoption("client") is not None or bool(config.getoption("keep_on_failure"))
-            or config.getoption("history_dir") is not None)
+            or config.getoption("history_dir") is not None or config.getoption("fh_topology") is not None)
 
 
 def configure_options(config: pytest.Config) -> HarnessOptions:
@@ -107,7 +114,7 @@ def configure_options(config: pytest.Config) -> HarnessOptions:
         backend=str(config.getoption("backend")), engine=str(config.getoption("engine")),
         client=config.getoption("client"), keep_on_failure=config.getoption("keep_on_failure"),
         history_dir=_history_dir(config), alluredir=Path(alluredir).resolve() if alluredir else None,
-        worker=workerinput["workerid"] if workerinput else "main")
+        worker=workerinput["workerid"] if workerinput else "main", topology=config.getoption("fh_topology"))
     config.stash[OPTIONS_KEY] = options
     config.stash[ENV_KEY] = {}
     return options
@@ -127,7 +134,8 @@ def header_line(config: pytest.Config) -> str:
 
     opts = config.stash[OPTIONS_KEY]
     results = f" results={opts.alluredir}" if opts.alluredir else ""
-    return (f"failover-harness: backend={opts.backend} engine={opts.engine} "
+    managed = f" topology={opts.topology}" if opts.topology else ""
+    return (f"failover-harness: backend={opts.backend}{managed} engine={opts.engine} "
             f"client={opts.client or '(reference)'} histories={opts.history_dir}{results} "
             f"run-state={harness_home() / 'runs'}")
 

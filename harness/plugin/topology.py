@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.errors import ConfigError, HarnessError
-from harness.plugin.options import OPTIONS_KEY, add_environment, test_failed
+from harness.plugin.options import OPTIONS_KEY, add_environment, rule_ids_of, test_failed
 
 if TYPE_CHECKING:  # imported when a test asks for a topology: an unrelated pytest run never pays for them
     from harness.faults import Faults
@@ -34,6 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A test marked ``@pytest.mark.not_on("compose", reason="...")`` is skipped on that backend with
     its reason (reported, never silently green); a mark without a reason is a usage error."""
     backend = config.stash[OPTIONS_KEY].backend
+    skip_unmanageable(config, items)
     for item in items:
         for mark in item.iter_markers("not_on"):
             reason = mark.kwargs.get("reason")
@@ -43,11 +44,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=f"not on backend {backend}: {reason}"))
 
 
+def skip_unmanageable(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--topology patroni-*`` a test whose rule family the manager topology cannot serve is
+    skipped with the managed capability table's reason (harness/topology/managed.py; reported,
+    never silently green)."""
+    topology = config.stash[OPTIONS_KEY].topology
+    if topology is None:
+        return
+    from harness.topology.managed import family_refusal
+
+    for item in items:
+        if not set(getattr(item, "fixturenames", ())) & {"pair", "group", "faults", "_topology_factory"}:
+            continue
+        why = family_refusal(rule_ids_of(item))
+        if why:
+            item.add_marker(pytest.mark.skip(reason=f"not under --topology {topology}: {why}"))
+
+
+def check_managed_topology(config: pytest.Config) -> None:
+    """A ``--topology`` that is not a manager topology, or a manager topology on a backend that cannot
+    run it, is refused in one line before any test."""
+    opts = config.stash[OPTIONS_KEY]
+    if opts.topology is None:
+        return
+    from harness.topology.managed import MANAGED_TOPOLOGIES, is_managed
+    from harness.topology.patroni import check_backend as patroni_backend
+    from harness.topology.patroni import check_installed
+
+    if not is_managed(opts.topology):
+        raise pytest.UsageError(f"failover-harness: unknown --topology {opts.topology!r}; use one of "
+                                f"{', '.join(MANAGED_TOPOLOGIES)} (without it the backend builds its own pairs)")
+    if opts.engine != "postgres":
+        raise pytest.UsageError(f"failover-harness: --topology {opts.topology} runs PostgreSQL only, not "
+                                f"--engine {opts.engine}")
+    try:
+        patroni_backend(opts.backend)
+        check_installed()
+    except HarnessError as exc:
+        raise pytest.UsageError(f"failover-harness: {exc}") from None
+
+
 def check_backend(config: pytest.Config) -> None:
     """Refuse, in one line and before any test, a ``--backend`` / ``--engine`` that cannot run here
-    (never a silent fallback to another backend)."""
+    (never a silent fallback to another backend), and a ``--topology`` that cannot."""
     from harness.topology import get_backend, get_engine
 
+    check_managed_topology(config)
     opts = config.stash[OPTIONS_KEY]
     try:
         get_backend(opts.backend).check(get_engine(opts.engine))
@@ -74,6 +116,9 @@ def _environment(config: pytest.Config, topo: Topology) -> None:
                     fault_proxy=proxy.get("description") or proxy.get("kind", "direct"),
                     fault_proxy__kind=proxy.get("proxy_kind") or proxy.get("kind", "direct"),
                     fault_proxy__version=proxy.get("version") or "-")
+    if desc.get("manager"):  # a manager topology: who swaps the roles (docs/ha-managers.md)
+        add_environment(config, manager=desc["manager"], manager__topology=desc.get("topology"),
+                        manager__versions=", ".join(f"{k} {v}" for k, v in (desc.get("versions") or {}).items()))
 
 
 def _capture_environment(config: pytest.Config, history: History) -> None:
@@ -94,9 +139,14 @@ def _topology_factory(request: pytest.FixtureRequest, history: History) -> Itera
     started: list[Topology] = []
 
     def make(default_nodes: int) -> Topology:
-        backend, engine = get_backend(opts.backend), get_engine(opts.engine)
         kwargs = _topology_kwargs(request, default_nodes)
-        topo = backend.build(engine, kwargs.pop("nodes"), history=history, **kwargs)
+        if opts.topology is not None:  # the manager swaps the roles (harness/topology/patroni_topology.py)
+            from harness.topology.patroni_topology import build
+
+            topo: Topology = build(kwargs.pop("nodes"), history=history, **kwargs)
+        else:
+            backend, engine = get_backend(opts.backend), get_engine(opts.engine)
+            topo = backend.build(engine, kwargs.pop("nodes"), history=history, **kwargs)
         topo.up()
         started.append(topo)  # the topology forwards the fault proxy's connection events to history
         history.meta.setdefault("topology", topo.describe())

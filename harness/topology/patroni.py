@@ -152,7 +152,8 @@ class PatroniCluster:
     run another process started (``up --detach``)."""
 
     def __init__(self, nodes: int = 3, timing: PatroniTiming = DEFAULT_TIMING, history: Any = None,
-                 detached: bool = False, progress: Callable[[str], None] | None = None) -> None:
+                 detached: bool = False, progress: Callable[[str], None] | None = None,
+                 leader_first: bool = False) -> None:
         if not isinstance(nodes, int) or nodes < 2:
             raise ConfigError(f"a Patroni topology needs at least 2 nodes, not {nodes!r}")
         self.n_nodes = nodes
@@ -160,6 +161,9 @@ class PatroniCluster:
         self.history = history
         self.detached = detached
         self.progress = progress or (lambda msg: None)
+        #: n1 starts alone and initialises the cluster, so it leads when ``up`` returns (suites written
+        #: for a pair whose principal is n1 run unchanged under the manager)
+        self.leader_first = leader_first
         self.topology = "patroni-pair" if nodes == 2 else f"patroni-group{nodes}"
         self.run_as: RunAs = database_user()
         self.run_id: str | None = None
@@ -290,7 +294,10 @@ class PatroniCluster:
             path = write_node_config(node_dir / "patroni.yml", conf)
             self.run_as.chown(path)
         self.progress(f"starting Patroni on {len(nodes)} nodes ({self.topology})")
-        for n in nodes:
+        if self.leader_first:
+            self._start_patroni(nodes[0].name)
+            self._wait_bootstrapped(timeout=120)
+        for n in nodes[1 if self.leader_first else 0:]:
             self._start_patroni(n.name)
         leader = self._wait_bootstrapped(timeout=120)
         self.progress(f"{leader} leads; creating the test login")

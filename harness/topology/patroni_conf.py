@@ -57,6 +57,11 @@ def hba_lines() -> list[str]:
             "host all all 127.0.0.1/32 scram-sha-256"]
 
 
+#: Patroni's ``maximum_lag_on_failover`` (bytes; its default): the WAL part of the documented
+#: asynchronous-mode loss bound (harness/rules/durability_bound.py).
+MAXIMUM_LAG_ON_FAILOVER = 1048576
+
+
 def node_config(scope: str, node: NodeAddresses, node_dir: Path, bindir: Path, timing: PatroniTiming,
                 logins: Logins) -> dict[str, Any]:
     """The Patroni configuration of ``node`` (its data directory is ``node_dir/data``, its socket
@@ -70,8 +75,9 @@ def node_config(scope: str, node: NodeAddresses, node_dir: Path, bindir: Path, t
         "bootstrap": {
             "dcs": {
                 "ttl": timing.ttl, "loop_wait": timing.loop_wait, "retry_timeout": timing.retry_timeout,
-                "maximum_lag_on_failover": 1048576, "synchronous_mode": timing.synchronous_mode,
+                "maximum_lag_on_failover": MAXIMUM_LAG_ON_FAILOVER, "synchronous_mode": timing.synchronous_mode,
                 "primary_stop_timeout": timing.primary_stop_timeout,
+                "synchronous_mode_strict": timing.synchronous_mode_strict,
                 "postgresql": {"use_pg_rewind": True, "use_slots": True,
                                "parameters": {"wal_level": "replica", "hot_standby": "on", "wal_log_hints": "on",
                                               "max_wal_senders": 10, "max_replication_slots": 10,

@@ -32,6 +32,11 @@ class PatroniTiming:
     #: forever; a demote was seen hanging past 120 s on a loaded machine (its postmaster still running
     #: after the shutdown checkpoint), so the harness bounds it.
     primary_stop_timeout: int = 10
+    #: Patroni's ``synchronous_mode_strict`` (default false): with it, a primary that has no
+    #: synchronous standby keeps ``synchronous_standby_names = '*'`` (its commits wait) instead of
+    #: acknowledging commits alone - also right after a Patroni restart beside a running primary
+    #: (docs/ha-managers.md, "Findings": the orphaned primary).
+    synchronous_mode_strict: bool = False
 
     def __post_init__(self) -> None:
         for key, low in MINIMUMS.items():
@@ -49,7 +54,8 @@ class PatroniTiming:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PatroniTiming:
         """Inverse of :meth:`to_dict` (ConfigError on a bad value)."""
-        keys = ("ttl", "loop_wait", "retry_timeout", "synchronous_mode", "primary_stop_timeout")
+        keys = ("ttl", "loop_wait", "retry_timeout", "synchronous_mode", "primary_stop_timeout",
+                "synchronous_mode_strict")
         return cls(**{k: data[k] for k in keys if k in data})
 
 

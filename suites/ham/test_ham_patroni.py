@@ -140,10 +140,12 @@ def test_manager_restarted_beside_its_orphaned_primary(patroni: PatroniCluster, 
         _settle(patroni)
         leader = patroni.wait_one_leader(timeout=10)
         patroni.kill_manager(leader)
-        patroni.wait_one_leader(timeout=patroni.failover_budget(), exclude=leader)
+        new_leader = patroni.wait_one_leader(timeout=patroni.failover_budget(), exclude=leader)
+        timeline = patroni.probe(new_leader).timeline or 0
         _settle(patroni, 2.0)
         patroni.start(leader)
-        _settle(patroni, 3.0)
+        _until_streaming(patroni, leader, timeline, timeout=90)  # observed back: HAM-6 is judged, not unknown
+        _settle(patroni, 2.0)
     final_read(patroni.dsn(), history)
     check([check_one_writer_at_a_time(history.events()),
            check_sync_mode_keeps_acknowledged_commits(history.events()),

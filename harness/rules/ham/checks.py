@@ -323,14 +323,18 @@ def check_former_leader_rejoins_new_timeline(events: Sequence[Event], *, rejoin_
     for old, new in changes:
         new_tl = next((o.timeline for o in obs if o.index == new.first), None)
         mine = [o for o in obs if o.node == old.node and o.t > new.start]
-        start = next((e for e in starts if e.get("node") == old.node and e.t >= old.end), None)
+        # the node's own restart counts only while it was down since the change (a later restart,
+        # after it ran again, belongs to a later fault of a longer history)
+        first_up = next((o.t for o in mine if o.up), float("inf"))
+        start = next((e for e in starts if e.get("node") == old.node and old.end <= e.t <= first_up), None)
         since = max(new.start, start.t if start is not None else new.start)
         rejoined = next((o for o in mine if o.recovery is True and o.streaming and new_tl is not None
                          and (o.timeline or 0) >= new_tl), None)
-        if rejoined is not None:
+        late_up = next((o for o in mine if o.up and o.t > since + rejoin_timeout_s), None)
+        if rejoined is not None and (late_up is None or rejoined.t <= late_up.t):
             judged.append(f"{old.node} streams timeline {rejoined.timeline} {rejoined.t - since:.2f} s later")
             continue
-        up_late = [o for o in mine if o.up and o.t > since + rejoin_timeout_s]
+        up_late = [late_up] if late_up is not None else []
         if up_late:
             o = up_late[0]
             bad.append((f"{old.node} runs at t={o.t:.3f} ({o.t - since:.1f} s later) but is not a replica "
