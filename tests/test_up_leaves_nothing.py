@@ -133,14 +133,11 @@ def test_up_on_a_bad_home_fails_in_one_line_and_leaves_nothing(kind: str, mounte
         expected = "it is a file, not a folder"
     env = dict(os.environ, FAILOVER_HARNESS_HOME=str(bad), FAILOVER_HARNESS_REPORTS=str(tmp_path / "reports"))
     env.pop("FAILOVER_HARNESS_TEMPLATES", None)
-    t0 = time.monotonic()
     res = subprocess.run([*FH, "up", "--detach"], env=env, capture_output=True, text=True, timeout=60)
-    seconds = time.monotonic() - t0
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert res.returncode == 2, res.stderr
     assert len(lines) == 1 and expected in lines[0] and str(bad) in lines[0], res.stderr
     assert "FAILOVER_HARNESS_HOME" in lines[0] and "internal error" not in lines[0]
-    assert seconds < 10
     assert wait_for(lambda: not harness_processes(str(bad)), 3), harness_processes(str(bad))
 
 

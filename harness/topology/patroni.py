@@ -560,6 +560,12 @@ class PatroniCluster:
             candidate = target or self._healthy_replica(exclude=old)
             code, text = rest.send(self.api_address(old), "POST", "/switchover",
                                    {"leader": old, "candidate": candidate})
+            for _ in range(3):  # etcd slow on a loaded machine: Patroni could not write the key, nothing began
+                if code != 503 or "failed to write" not in text:
+                    break
+                time.sleep(1.0)
+                code, text = rest.send(self.api_address(old), "POST", "/switchover",
+                                       {"leader": old, "candidate": candidate})
             if code != 200:
                 raise InvalidOperation(f"Patroni refused the switchover {old} -> {candidate}: {code} "
                                        f"{text.strip()[:300]}")
