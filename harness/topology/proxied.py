@@ -329,7 +329,7 @@ def start_proxied_links(detached: bool = False, kind: str | None = None, run_dir
                         description=handle.describe())
 
 
-def _background_embedded_server(timeout: float = 15, run_dir: Path | None = None,
+def _background_embedded_server(timeout: float = 30, run_dir: Path | None = None,
                                 register: Callable[[ProcessRecord], None] | None = None) -> ProxiedLinks:
     """The embedded server as a background process for a detached run. It binds its API port itself
     (``--port 0``) and says which one on its first output line, so no other process can take the
