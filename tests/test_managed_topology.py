@@ -6,6 +6,8 @@ tests a manager topology cannot serve, and bad ``--topology`` input refused in o
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,8 @@ from harness.errors import ConfigError
 from harness.topology import managed
 from harness.topology.api import Group, Pair
 from harness.topology.patroni_topology import PatroniGroup, PatroniPair, build, run_credentials
+
+REPO = Path(__file__).resolve().parent.parent
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,3 +119,35 @@ def test_unknown_topology_is_one_line_before_any_test(pytester: pytest.Pytester)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.strip()]
     assert len(errors) == 1 and "unknown --topology 'pg-triple'" in errors[0], errors
+
+
+def test_pgaf_topology_skips_every_client_suite_with_the_reason(pytester: pytest.Pytester) -> None:
+    """Under ``--topology pgaf-pair`` a DUR test that asks for a pair is skipped saying the client suites
+    under pg_auto_failover are not built; a test without a topology runs."""
+    pytester.makepyfile('''
+        import pytest
+
+        @pytest.mark.rule("DUR-1")
+        def test_dur(pair):
+            raise AssertionError("must not run")
+
+        def test_plain(harness_options):
+            assert harness_options.topology == "pgaf-pair"
+    ''')
+    result = pytester.runpytest("--topology", "pgaf-pair", "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert "not under --topology pgaf-pair: the ordinary suites under pg_auto_failover are not built" in \
+        result.stdout.str()
+
+
+@pytest.mark.parametrize(("topology", "kept", "dropped"), [("pgaf-group3", "test_ham_pgaf.py", "test_ham_patroni.py"),
+                                                         ("patroni-group3", "test_ham_patroni.py", "test_ham_pgaf.py")])
+def test_ham_suites_under_a_topology_run_that_managers_tests_only(topology: str, kept: str, dropped: str) -> None:
+    """``run --profile ham --topology X``: suites/ham keeps the tests of X's manager and deselects the other's."""
+    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "suites/ham", f"--topology={topology}"], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ids = [line for line in res.stdout.splitlines() if "::" in line]
+    assert ids and all(dropped not in i for i in ids) and any(kept in i for i in ids), res.stdout[-2000:]
+    assert "deselected" in res.stdout

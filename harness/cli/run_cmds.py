@@ -92,9 +92,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and ``matrix``."""
     p.add_argument("--backend", default="local", choices=["local", "compose"])
     p.add_argument("--engine", default="postgres", choices=["postgres", "mariadb"])
-    p.add_argument("--topology", choices=["patroni-pair", "patroni-group3"],
-                   help="suites' pairs and groups as a manager topology whose roles Patroni swaps "
-                        "(docs/ha-managers.md; tests it cannot serve are skipped with the reason)")
+    p.add_argument("--topology", choices=["patroni-pair", "patroni-group3", "pgaf-pair", "pgaf-group3"],
+                   help="patroni-*: suites' pairs and groups as a manager topology whose roles Patroni swaps "
+                        "(tests it cannot serve are skipped with the reason); with suites/ham (--profile ham) "
+                        "it selects that manager's HAM tests: pgaf-* runs pg_auto_failover's only "
+                        "(docs/ha-managers.md)")
     p.add_argument("--client", help="client under test: a registered name or module:attr (default: the "
                                     "profile's reference client)")
     p.add_argument("--profile", help="run the shipped suites of these profiles (comma-separated, e.g. lpq or "

@@ -51,12 +51,12 @@ def skip_unmanageable(config: pytest.Config, items: list[pytest.Item]) -> None:
     topology = config.stash[OPTIONS_KEY].topology
     if topology is None:
         return
-    from harness.topology.managed import family_refusal
+    from harness.topology.managed import PGAF_CLIENT_SUITES, family_refusal, manager_of
 
     for item in items:
         if not set(getattr(item, "fixturenames", ())) & {"pair", "group", "faults", "_topology_factory"}:
             continue
-        why = family_refusal(rule_ids_of(item))
+        why = PGAF_CLIENT_SUITES if manager_of(topology) == "pgaf" else family_refusal(rule_ids_of(item))
         if why:
             item.add_marker(pytest.mark.skip(reason=f"not under --topology {topology}: {why}"))
 
@@ -67,19 +67,19 @@ def check_managed_topology(config: pytest.Config) -> None:
     opts = config.stash[OPTIONS_KEY]
     if opts.topology is None:
         return
-    from harness.topology.managed import MANAGED_TOPOLOGIES, is_managed
-    from harness.topology.patroni import check_backend as patroni_backend
-    from harness.topology.patroni import check_installed
+    from harness.topology import patroni, pgaf
+    from harness.topology.managed import RUN_TOPOLOGIES, is_run_topology, manager_of
 
-    if not is_managed(opts.topology):
+    if not is_run_topology(opts.topology):
         raise pytest.UsageError(f"failover-harness: unknown --topology {opts.topology!r}; use one of "
-                                f"{', '.join(MANAGED_TOPOLOGIES)} (without it the backend builds its own pairs)")
+                                f"{', '.join(RUN_TOPOLOGIES)} (without it the backend builds its own pairs)")
+    manager = pgaf if manager_of(opts.topology) == "pgaf" else patroni
     if opts.engine != "postgres":
         raise pytest.UsageError(f"failover-harness: --topology {opts.topology} runs PostgreSQL only, not "
                                 f"--engine {opts.engine}")
     try:
-        patroni_backend(opts.backend)
-        check_installed()
+        manager.check_backend(opts.backend)
+        manager.check_installed()
     except HarnessError as exc:
         raise pytest.UsageError(f"failover-harness: {exc}") from None
 

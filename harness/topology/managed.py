@@ -14,6 +14,17 @@ import re
 from dataclasses import dataclass
 
 MANAGED_TOPOLOGIES = ("patroni-pair", "patroni-group3")
+#: Every ``--topology`` a run takes: the manager topologies the ordinary suites run under, and the
+#: pg_auto_failover ones, which select the HAM suites of that manager only (clients under
+#: pg_auto_failover are not built: :data:`PGAF_CLIENT_SUITES`).
+RUN_TOPOLOGIES = (*MANAGED_TOPOLOGIES, "pgaf-pair", "pgaf-group3")
+PGAF_CLIENT_SUITES = ("the ordinary suites under pg_auto_failover are not built: run them under --topology "
+                      "patroni-pair / patroni-group3; under pgaf-* only the HAM suites of pg_auto_failover run")
+
+
+def manager_of(topology: str) -> str:
+    """The HA manager a ``--topology`` names: ``patroni`` or ``pgaf`` (pg_auto_failover)."""
+    return "pgaf" if topology.startswith("pgaf-") else "patroni"
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,11 @@ FAMILIES: dict[str, str | None] = {
 }
 
 _OPS = {op.name: op for op in OPERATIONS}
+
+
+def is_run_topology(topology: str | None) -> bool:
+    """True when ``topology`` is one ``failover-harness run --topology`` takes (:data:`RUN_TOPOLOGIES`)."""
+    return topology in RUN_TOPOLOGIES
 
 
 def is_managed(topology: str | None) -> bool:
