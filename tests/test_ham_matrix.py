@@ -149,3 +149,17 @@ def test_p95_past_the_bound_but_within_the_rules_tolerance_says_so() -> None:
     r["matrix"]["timings"][0]["p95"] = 27.5
     line = next(s for s in render([r]).splitlines() if "| 10 |" in s)
     assert line.endswith("| no |")
+
+
+def test_pg_auto_failover_suite_histories_are_that_managers_rows() -> None:
+    """The pgaf fixture of suites/ham records ``meta["pg_auto_failover"]``: its rows are pg_auto_failover's."""
+    from harness.report.ham_matrix import from_suite_histories
+
+    meta = {"test": "suites/ham/test_ham_pgaf.py::test_switchover_through_the_monitor", "pg_auto_failover": {},
+            "verdicts": [{"rule_id": "HAM-1", "status": "kept", "observed": "one writer"}]}
+    r = from_suite_histories([meta], "run", "here")
+    assert r["manager"] == "pg_auto_failover"
+    assert r["matrix"]["rows"] == [{"fault": "switchover through the monitor", "rule": "HAM-1", "status": "kept",
+                                    "observed": "one writer"}]
+    with pytest.raises(ConfigError, match="several managers"):
+        from_suite_histories([meta, {"patroni": {}, "test": "t", "verdicts": []}], "run", "here")

@@ -175,11 +175,14 @@ DERIVERS = {"patroni_durability": from_durability_output}
 
 def manager_of(meta: dict[str, Any]) -> str | None:
     """The manager (HAM family) a suite test's history ran under (``meta["patroni"]`` of the HAM suites,
-    ``meta["managed"]`` of a client suite under ``--topology``), or None."""
+    ``meta["pg_auto_failover"]`` of its pg_auto_failover tests, ``meta["managed"]`` of a client suite under
+    ``--topology``), or None."""
     if isinstance(meta.get("managed"), dict):
         return str(meta["managed"].get("manager") or "patroni")
     if isinstance(meta.get("patroni"), dict):
         return "patroni"
+    if isinstance(meta.get("pg_auto_failover"), dict):  # the pgaf fixture of suites/ham
+        return "pg_auto_failover"
     return None
 
 
