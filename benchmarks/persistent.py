@@ -61,7 +61,8 @@ from harness.clients import persistent as adapters  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.faults.coordination import catch_up  # noqa: E402
 from harness.history.core import History  # noqa: E402
-from harness.report.stalls import quiet_windows, spanning_stall, window_stall  # noqa: E402
+from harness.report.stalls import quiet_windows, spanning_gap, spanning_stall, window_stall  # noqa: E402
+from harness.report.switchover_phases import PHASES, PhaseSummary, split_stall, summarize  # noqa: E402
 from harness.report.targets import clustered_quantile_interval, median_interval, verdict_text  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
@@ -165,6 +166,30 @@ def _stall_clusters(result: dict[str, Any], switchovers: list[tuple[float, float
     not independent samples."""
     return [[spanning_stall(times, outage, (t0 - 1.0, t1 + 1.5)) for times in result["ok"].values()]
             for (t0, t1), outage in zip(switchovers, outages, strict=True)]
+
+
+def _phase_marks(history: History, switchover: tuple[float, float]) -> dict[str, float | None]:
+    """The marks of one switchover (:data:`harness.report.switchover_phases.MARKS`) from the history:
+    the first of each event inside the switchover call (only one client coordinates at a time)."""
+    t0, t1 = switchover
+    def first(type_: str) -> float | None:
+        return next((e.t for e in history.events(type_) if e.type == type_ and t0 <= e.t <= t1), None)
+    return {"drain_start": first("coord.before"), "drained": first("coord.before_done"), "stop": first("node.stop"),
+            "writable": first("switchover.writable"), "resumed": first("coord.after_done")}
+
+
+def _phases(history: History, result: dict[str, Any], switchovers: list[tuple[float, float]],
+            outages: list[tuple[float, float]]) -> PhaseSummary | None:
+    """Where the stall goes (PER-1 context): per switchover, the worst-stalled session's stall cut
+    into phases at the history's marks (:mod:`harness.report.switchover_phases`), summarized."""
+    worst = []
+    for (t0, t1), outage in zip(switchovers, outages, strict=True):
+        gaps = [spanning_gap(times, outage, (t0 - 1.0, t1 + 1.5)) for times in result["ok"].values()]
+        if not gaps:
+            continue
+        start, end, _ = max(gaps, key=lambda g: g[1] - g[0])
+        worst.append(split_stall((start, end), _phase_marks(history, (t0, t1))))
+    return summarize(worst) if worst else None
 
 
 def _window_gaps(result: dict[str, Any], windows: list[tuple[float, float, float]]) -> list[float]:
@@ -311,7 +336,8 @@ def main() -> int:
                               "censored": sum(1 for _, c in gaps if c), "samples": len(gaps),
                               "switch_errors": stalled["errors"],
                               "unwritable": _unwritable(history, stalled["marks"]),
-                              "switch_s": statistics.mean(b - a for a, b in stalled["marks"])}
+                              "switch_s": statistics.mean(b - a for a, b in stalled["marks"]),
+                              "phases": _phases(history, stalled, stalled["marks"], _outages(history, stalled["marks"]))}
                 if stop is not None:
                     stop()
         finally:
@@ -338,6 +364,18 @@ def main() -> int:
         print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{r['stall_interval'].span('s'):>13}"
               f"{r['window_p99']:>11.2f}s{quiet:>11}"
               f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s{unwritable:>14}")
+    print("\nwhere the stall goes: per switchover the worst-stalled session's stall cut at the switchover's marks "
+          "(harness.report.switchover_phases); median / largest over the switchovers, seconds")
+    print(f"{'client':<22}" + "".join(f"{p:>14}" for p in PHASES) + f"{'stall':>9}")
+    for name, r in rows.items():
+        ph = r.get("phases")
+        if ph is None:
+            continue
+        print(f"{name:<22}" + "".join(f"{ph.median[p]:>7.3f}/{ph.largest[p]:<6.3f}" for p in PHASES)
+              + f"{ph.stall_median:>8.3f}s")
+    print("lead = last success .. drain start; drain = drain start .. drained (coord.before_done); hold = drained .. "
+          "the old principal's stop; unwritable = stop .. the new principal writable (the pair's floor); reattach = "
+          "writable .. the client's resume returned (coord.after_done); release = .. the session's first success\n")
     for kind in FLOORS:
         if kind.name in rows:
             print(kind.legend)
