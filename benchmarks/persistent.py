@@ -337,7 +337,8 @@ def main() -> int:
                               "switch_errors": stalled["errors"],
                               "unwritable": _unwritable(history, stalled["marks"]),
                               "switch_s": statistics.mean(b - a for a, b in stalled["marks"]),
-                              "phases": _phases(history, stalled, stalled["marks"], _outages(history, stalled["marks"]))}
+                              "phases": _phases(history, stalled, stalled["marks"],
+                                                _outages(history, stalled["marks"]))}
                 if stop is not None:
                     stop()
         finally:
