@@ -192,6 +192,31 @@ def _phases(history: History, result: dict[str, Any], switchovers: list[tuple[fl
     return summarize(worst) if worst else None
 
 
+_INSIDE = (("persist.drain_end", "idle_seconds", "drain: until idle"), ("persist.drain_end", "seconds", "drain"),
+           ("persist.resume_end", "released_seconds", "resume: released"), ("persist.resume_end", "seconds", "resume"),
+           ("pgbouncer.pause", "seconds", "PAUSE"), ("pgbouncer.resume", "seconds", "RELOAD+RESUME"))
+
+
+def _inside(history: History, switchovers: list[tuple[float, float]]) -> str:
+    """The client's own timings of its hooks (its events' ``seconds`` fields), medians over the
+    switchovers, and the hand-off from the new principal writable to the resume hook's start."""
+    parts = []
+    for type_, field, label in _INSIDE:
+        values = [e.get(field) for e in history.events(type_) if e.type == type_ and e.get(field) is not None
+                  and any(t0 <= e.t <= t1 for t0, t1 in switchovers)]
+        if values:
+            parts.append(f"{label} {statistics.median(values) * 1000:.0f} ms")
+    handoffs = []
+    for t0, t1 in switchovers:
+        marks = _phase_marks(history, (t0, t1))
+        after = next((e.t for e in history.events("coord.after") if e.type == "coord.after" and t0 <= e.t <= t1), None)
+        if after is not None and marks["writable"] is not None:
+            handoffs.append(after - marks["writable"])
+    if handoffs:
+        parts.append(f"writable to resume hook {statistics.median(handoffs) * 1000:.0f} ms")
+    return "; ".join(parts)
+
+
 def _window_gaps(result: dict[str, Any], windows: list[tuple[float, float, float]]) -> list[float]:
     """The longest gap of every session in each ``(start, end, switchover_end)`` window
     (:func:`harness.report.stalls.window_stall`)."""
@@ -338,7 +363,8 @@ def main() -> int:
                               "unwritable": _unwritable(history, stalled["marks"]),
                               "switch_s": statistics.mean(b - a for a, b in stalled["marks"]),
                               "phases": _phases(history, stalled, stalled["marks"],
-                                                _outages(history, stalled["marks"]))}
+                                                _outages(history, stalled["marks"])),
+                              "inside": _inside(history, stalled["marks"])}
                 if stop is not None:
                     stop()
         finally:
@@ -374,6 +400,8 @@ def main() -> int:
             continue
         print(f"{name:<22}" + "".join(f"{ph.median[p]:>7.3f}/{ph.largest[p]:<6.3f}" for p in PHASES)
               + f"{ph.stall_median:>8.3f}s")
+        if r.get("inside"):
+            print(f"{'':<22}its own hooks (median): {r['inside']}")
     print("lead = last success .. drain start; drain = drain start .. drained (coord.before_done); hold = drained .. "
           "the old principal's stop; unwritable = stop .. the new principal writable (the pair's floor); reattach = "
           "writable .. the client's resume returned (coord.after_done); release = .. the session's first success\n")
