@@ -304,7 +304,8 @@ def main() -> int:
         floors: dict[str, Any] = {}
         try:
             for name, factory in clients:
-                running[name] = adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
+                running[name] = adapters.open_client(factory, pair=pair, history=history, drain_window=2.0,
+                                                    recovery_window=5.0)
             for kind in floor_kinds:  # steady rounds only: it follows no switchover
                 floors[kind.name] = kind(pair.principal.server_address, pair.principal.dsn(), pair).start()
             steady_clients = {**running, **floors}
