@@ -69,6 +69,7 @@ from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa:
 
 TARGET_STALL_P99 = 0.2  # PER-1 stall target (was 1.0)
 TARGET_THROUGHPUT_RATIO = 0.8  # throughput target (was 0.5)
+TARGET_VS_FLOOR = 0.9  # steady state: the reference against relay-floor-py, the hop alone
 CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session", "relay-floor",
            "relay-floor-py")
 FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs
@@ -321,7 +322,7 @@ def main() -> int:
             for floor_name in list(floors):
                 floors.pop(floor_name).stop()
                 ratios = [a / b for a, b in zip(per_round[floor_name], per_round["direct"], strict=True)]
-                rows[floor_name] = {"ops": statistics.median(per_round[floor_name]),
+                rows[floor_name] = {"ops": statistics.median(per_round[floor_name]), "per_round": per_round[floor_name],
                                     "ratio": statistics.median(ratios), "ratio_interval": median_interval(ratios)}
             # each client's stall phase has only that client coordinating: other coordinated clients,
             # idle, made the measured one's stall 0.34-0.53 s where it was 0.23 s alone (2026-12-02:
@@ -352,7 +353,8 @@ def main() -> int:
                 gaps = [g for cluster in clusters for g in cluster]
                 values = [g for g, _ in gaps]
                 ratios = [a / b for a, b in zip(per_round[name], per_round["direct"], strict=True)]
-                rows[name] = {"ops": statistics.median(per_round[name]), "ratio": statistics.median(ratios),
+                rows[name] = {"ops": statistics.median(per_round[name]), "per_round": per_round[name],
+                              "ratio": statistics.median(ratios),
                               "ratio_interval": median_interval(ratios),
                               "stall_interval": clustered_quantile_interval([[g for g, _ in c] for c in clusters],
                                                                             0.99),
@@ -433,6 +435,17 @@ def main() -> int:
         if ref["quiet_p99"] is not None:
             print(f"{' ' * len(name)}  window p99 {ref['window_p99']:.2f} s; with no switchover at all "
                   f"{ref['quiet_p99']:.2f} s")
+        pgb = rows.get("pgbouncer-transaction")
+        if pgb is not None and "stall_p99" in pgb:  # the same run's pgbouncer-transaction as the target
+            target = pgb["stall_p99"]
+            text = verdict_text(stall, target, at_least=False, unit=" s", what="switchovers")
+            print(f"{' ' * len(name)}  stall p99 against pgbouncer-transaction's {target:.2f} s "
+                  f"{pgb['stall_interval'].span('s')} in this run: {text}")
+        floor = rows.get("relay-floor-py")
+        if floor is not None:  # steady state against the hop alone, per round
+            vs_floor = median_interval([a / b for a, b in zip(ref["per_round"], floor["per_round"], strict=True)])
+            print(f"{' ' * len(name)}  throughput against relay-floor-py (per-round ratio) "
+                  f"{verdict_text(vs_floor, TARGET_VS_FLOOR, at_least=True, unit='x', what='rounds')}")
         print(f"{' ' * len(name)}  throughput "
               f"{verdict_text(ref['ratio_interval'], TARGET_THROUGHPUT_RATIO, at_least=True, unit='x', what='rounds')}")
     print(f"total {time.monotonic() - started:.1f} s")
