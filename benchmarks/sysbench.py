@@ -188,7 +188,11 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
                     time.sleep(max(0.0, gap - (time.monotonic() - t0)))
                 return marks
 
+            before = _lazy_prepares(client)
             switched = _run(tuple(client.address), creds, opts, ps[name], during=switch, test=test)  # type: ignore[arg-type]
+            after = _lazy_prepares(client)
+            if before is not None and after is not None:  # the statements re-prepared after the switchovers
+                switched["lazy_prepares"] = after - before
         finally:
             if stop is not None:
                 stop()
@@ -199,6 +203,15 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
         rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": None, "ps_mode": "auto",
                       "runs": steady_runs[name]}
     return rows
+
+
+def _lazy_prepares(client: Any) -> int | None:
+    """The reference proxy's ``lazy_prepares`` counter (each a Parse it re-sent on a new back connection
+    just before its first use after a switchover, PER-2); None for another client."""
+    try:
+        return int(client.status()["counters"]["lazy_prepares"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _steady(runs: list[dict[str, Any]], direct: list[dict[str, Any]]) -> dict[str, Any]:
@@ -273,6 +286,10 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
         if pgb is not None and pgb["switched"] is not None:
             w, p = ref["switched"], pgb["switched"]
             verdict = "met" if w["tps"] >= p["tps"] else "NOT met"
+            if "lazy_prepares" in w:
+                print(f"{pad} after its switchovers the proxy re-prepared {w['lazy_prepares']:,} statements "
+                      f"({w['lazy_prepares'] / max(1, w['in_run']):,.0f} per switchover): the new backends' parse and "
+                      "planning work that sysbench did once at its start")
             print(f"{pad} with switchovers {_fmt(w['tps'], '.0f')} tps "
                   f"({w['in_run']} switchovers in the run) against pgbouncer-session's {_fmt(p['tps'], '.0f')} "
                   f"({p['in_run']} in its run); target >= pgbouncer-session: {verdict} (one run each: point "
