@@ -178,7 +178,8 @@ def _per_session(sessions: int, active_seconds: float) -> None:
                 root = client._proc.pid if name.startswith("reference") else client.pid
                 time.sleep(0.3)
                 base = _tree_rss_kib(root)
-                conns = [psycopg.connect(client.dsn(), autocommit=True) for _ in range(sessions)]
+                conns = [psycopg.connect(client.dsn(), autocommit=True, prepare_threshold=None)
+                         for _ in range(sessions)]
                 for i, conn in enumerate(conns):
                     conn.execute(f"SET application_name = 'mem-{i}'")
                     conn.execute("SELECT 1")
