@@ -49,14 +49,11 @@ EventCallback = Callable[..., Any]
 
 _MIN_MESSAGE_SIZE = 64 << 10
 
-# the drain's question to the old principal per session (PER-5, PER-8, PER-2); the pg_class scan only
-# when the session ever had a temporary schema, and the settings straight from the function behind
-# pg_settings: 20 of them hit the old principal at once in every drain (the switchover stall)
 _SNAPSHOT_SQL = (
-    "SELECT CASE WHEN pg_catalog.pg_my_temp_schema() = 0 THEN 0 ELSE (SELECT count(*) FROM pg_catalog.pg_class "
-    "WHERE relnamespace = pg_catalog.pg_my_temp_schema()) END, "
+    "SELECT (SELECT count(*) FROM pg_catalog.pg_class "
+    "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), "
     "(SELECT count(*) FROM pg_catalog.pg_cursors); "
-    "SELECT name, setting FROM pg_catalog.pg_show_all_settings() WHERE source = 'session'"
+    "SELECT name, setting FROM pg_catalog.pg_settings WHERE source = 'session'"
 )
 
 
