@@ -575,40 +575,6 @@ def test_back_side_authentication_methods(servers: tuple[LocalServer, LocalServe
         h.close()
 
 
-@pytest.mark.parametrize("user", ["app", "apppw", "appmd5", "apptrust"])
-def test_replay_pipelined_behind_the_login(servers: tuple[LocalServer, LocalServer], user: str) -> None:
-    """PER-2 replay with no round trip of its own: the query given to ``connect_backend`` goes with
-    the login's last message (SCRAM, cleartext, MD5) or right after it (trust) and its answers - rows,
-    or the error - come from ``pipelined_results``; a query run meanwhile gets its own answers, and
-    the connection goes on after a failed one."""
-    from harness.persistproxy.backend import BackendError, connect_backend
-
-    password = None if user == "apptrust" else user
-
-    async def scenario() -> None:
-        piped = pq.query("SET application_name = 'piped'; SELECT current_setting('application_name')")
-        ok = await connect_backend(servers[0].server_address, user, password, {"database": "app"}, 10, piped)
-        try:
-            assert ok.pending
-            assert (await ok.simple_query("SELECT 41 + 1")) == [[["42"]]]  # its own answer, not the pipelined one
-            assert (await ok.pipelined_results()) == [[], [["piped"]]]
-            assert (await ok.pipelined_results()) == []  # taken once
-            assert ok.params.get("application_name") == "piped"
-        finally:
-            ok.close()
-        bad = await connect_backend(servers[0].server_address, user, password, {"database": "app"}, 10,
-                                    pq.query("SELECT 1 / 0"))
-        try:
-            with pytest.raises(BackendError) as info:
-                await bad.pipelined_results()
-            assert info.value.code == "22012"
-            assert (await bad.simple_query("SELECT current_user")) == [[[user]]]
-        finally:
-            bad.close()
-
-    asyncio.run(scenario())
-
-
 def test_wrong_front_password_refused(h: Harness) -> None:
     """SCRAM front authentication refuses a wrong password with SQLSTATE 28P01."""
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):

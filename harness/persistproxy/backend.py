@@ -34,10 +34,6 @@ class BackConn:
     #: protocol-level statements the session has but this connection has not been sent yet (lazy
     #: re-prepare: each is sent just before the client's first message that names it)
     missing: set[str] = field(default_factory=set)
-    #: a simple Query sent in the same write as the last login message (:func:`connect_backend`'s
-    #: ``pipeline``: the state replay, PER-2) whose results are still unread: :meth:`pipelined_results`
-    pending: bool = False
-    _piped: list[list[list[str | None]]] | BackendError | None = None
 
     async def read_message(self) -> tuple[bytes, bytes]:
         """Read one whole message ``(type, bytes)``."""
@@ -70,33 +66,8 @@ class BackConn:
     async def simple_query(self, sql: str, codec: str = "utf-8") -> list[list[list[str | None]]]:
         """Run ``sql`` (may hold several statements) and return rows per result; ParameterStatus
         changes are recorded in ``params``. Raises :class:`BackendError` on an ErrorResponse."""
-        await self._collect_pipelined(codec)  # the answers of a pipelined query come first
         self.writer.write(pq.query(sql, codec))
         await self.writer.drain()
-        return await self._results(codec)
-
-    async def pipelined_results(self, codec: str = "utf-8") -> list[list[list[str | None]]]:
-        """The results of the query pipelined behind the login (:func:`connect_backend`, PER-2 replay
-        without a round trip of its own), as :meth:`simple_query` returns them or raises its error;
-        [] when none was sent."""
-        await self._collect_pipelined(codec)
-        piped, self._piped = self._piped, None
-        if piped is None:
-            return []
-        if isinstance(piped, BackendError):
-            raise piped
-        return piped
-
-    async def _collect_pipelined(self, codec: str) -> None:
-        if not self.pending:
-            return
-        self.pending = False
-        try:
-            self._piped = await self._results(codec)
-        except BackendError as exc:
-            self._piped = exc
-
-    async def _results(self, codec: str) -> list[list[list[str | None]]]:
         results: list[list[list[str | None]]] = []
         rows: list[list[str | None]] = []
         error: pq.ErrorFields | None = None
@@ -135,21 +106,16 @@ def _data_row(message: bytes, codec: str = "utf-8") -> list[str | None]:
 
 
 async def connect_backend(address: Address, user: str, password: str | None, params: dict[str, str],
-                          timeout: float = 5.0, pipeline: bytes = b"") -> BackConn:
+                          timeout: float = 5.0) -> BackConn:
     """Open a TCP connection to ``address`` and log in as ``user`` with the startup ``params``
-    (database, application_name, client_encoding...). Serves PER-1 (re-attach to a new principal).
-    ``pipeline``: a simple Query message sent in the same write as the last login message the
-    server asks for (the cleartext or MD5 password, the final SCRAM message), so that its answers
-    follow the login's ReadyForQuery with no round trip of their own (the re-attach's state replay,
-    PER-2; the switchover stall); read them with :meth:`BackConn.pipelined_results`. A server that
-    asks for no password gets it after the login instead (``pending`` tells which)."""
+    (database, application_name, client_encoding...). Serves PER-1 (re-attach to a new principal)."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
     except (TimeoutError, OSError) as exc:
         raise BackendError(f"cannot connect to {address[0]}:{address[1]}: {exc or 'timeout'}") from exc
     conn = BackConn(reader, writer, address)
     try:
-        await asyncio.wait_for(_login(conn, user, password, params, pipeline), timeout)
+        await asyncio.wait_for(_login(conn, user, password, params), timeout)
     except TimeoutError as exc:
         conn.close()
         raise BackendError(f"login to {address[0]}:{address[1]} timed out") from exc
@@ -162,8 +128,7 @@ async def connect_backend(address: Address, user: str, password: str | None, par
     return conn
 
 
-async def _login(conn: BackConn, user: str, password: str | None, params: dict[str, str],
-                 pipeline: bytes = b"") -> None:
+async def _login(conn: BackConn, user: str, password: str | None, params: dict[str, str]) -> None:
     startup = {"user": user, **{k: v for k, v in params.items() if k != "user"}}
     conn.writer.write(pq.startup_message(startup))
     await conn.writer.drain()
@@ -178,14 +143,12 @@ async def _login(conn: BackConn, user: str, password: str | None, params: dict[s
             if password is None and code != 0:
                 raise BackendError("the server asks for a password but none is configured", "28P01")
             if code == 3:
-                conn.writer.write(pq.msg(b"p", pq.cstr(password or "")) + pipeline)
-                conn.pending = bool(pipeline)
+                conn.writer.write(pq.msg(b"p", pq.cstr(password or "")))
             elif code == 5:
                 salt = data[4:8]
                 inner = hashlib.md5((password or "").encode() + user.encode()).hexdigest()
                 outer = "md5" + hashlib.md5(inner.encode() + salt).hexdigest()
-                conn.writer.write(pq.msg(b"p", pq.cstr(outer)) + pipeline)
-                conn.pending = bool(pipeline)
+                conn.writer.write(pq.msg(b"p", pq.cstr(outer)))
             elif code == 10:
                 mechanisms = [m for m in data[4:].split(b"\0") if m]
                 if MECHANISM.encode() not in mechanisms:
@@ -194,8 +157,7 @@ async def _login(conn: BackConn, user: str, password: str | None, params: dict[s
                 first = scram.first_message()
                 conn.writer.write(pq.msg(b"p", pq.cstr(MECHANISM) + struct.pack("!i", len(first)) + first))
             elif code == 11 and scram is not None:
-                conn.writer.write(pq.msg(b"p", scram.final_message(data[4:])) + pipeline)
-                conn.pending = bool(pipeline)
+                conn.writer.write(pq.msg(b"p", scram.final_message(data[4:])))
             elif code == 12 and scram is not None:
                 scram.verify_server_final(data[4:])
                 continue
@@ -211,9 +173,6 @@ async def _login(conn: BackConn, user: str, password: str | None, params: dict[s
         elif kind == b"K":
             conn.pid, conn.secret = struct.unpack_from("!ii", data, 0)
         elif kind == b"Z":
-            if pipeline and not conn.pending:  # no password asked: the query goes now
-                conn.writer.write(pipeline)
-                conn.pending = True
             return
         # NoticeResponse / NegotiateProtocolVersion: ignore
 

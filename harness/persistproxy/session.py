@@ -278,11 +278,8 @@ class Session(SessionDataPath):
         ``address`` was not probed first, so this login itself must show a server out of recovery
         (:meth:`PersistentProxy.principal_at_login`) before anything is replayed on it. ``on_login``
         is called once the login is done (or has failed for good)."""
-        assert self.state is not None
-        # the replay's settings go in the login's last write (no round trip of their own, PER-2)
-        pipeline = pq.query(";\n".join(self.state.replay_sql())) if replay else b""
         try:
-            back = await self._login_back(deadline, address, check, pipeline)
+            back = await self._login_back(deadline, address, check)
         finally:
             if on_login is not None:
                 on_login()
@@ -295,11 +292,9 @@ class Session(SessionDataPath):
             self._replayed(back)
         self._install(back)
 
-    async def _login_back(self, deadline: float, address: Address | None, check: bool,
-                          pipeline: bytes = b"") -> BackConn:
+    async def _login_back(self, deadline: float, address: Address | None, check: bool) -> BackConn:
         """Log in to the principal (``address``, else the session's resolver), retrying until
-        ``deadline`` (PER-3); see :meth:`_attach` for ``check``; ``pipeline``: the replay query sent
-        with the login (:func:`connect_backend`)."""
+        ``deadline`` (PER-3); see :meth:`_attach` for ``check``."""
         assert self.state is not None
         cfg = self.proxy.config
         last: Exception | None = None
@@ -307,7 +302,7 @@ class Session(SessionDataPath):
             try:
                 target = address or await self.proxy.resolve_for(self)
                 back = await connect_backend(target, cfg.user, cfg.password, self.state.startup,
-                                             cfg.connect_timeout, pipeline)
+                                             cfg.connect_timeout)
                 if not check or await self.proxy.principal_at_login(back, target, deadline):
                     break
                 back.close()
@@ -333,10 +328,7 @@ class Session(SessionDataPath):
         it once the connection is used."""
         assert self.state is not None
         st = self.state
-        if back.pending:  # sent with the login (_attach)
-            await back.pipelined_results()
-        else:
-            await back.simple_query(";\n".join(st.replay_sql()))
+        await back.simple_query(";\n".join(st.replay_sql()))
         # settings the server reports (ParameterStatus) whose value differs now: the client encoding
         # (replay ran in UTF8) and anything changed outside SET, e.g. set_config() inside a query
         fixes = [f"SELECT pg_catalog.set_config({quote_literal(k)}, {quote_literal(v)}, false)"
