@@ -36,9 +36,18 @@ change it).
   the p99 target missed, only one of 15 or more can show it met. ``met`` / ``NOT met`` only when the whole interval
   is on one side; else ``not shown``. One run's
   point figures moved by ±0.1x and ±0.1 s between identical runs on this 2-core machine.
+* Where the stall goes (:mod:`harness.report.switchover_phases`): per switchover, the worst-stalled
+  session's stall cut at the switchover's marks - drain start (``coord.before``), drained
+  (``coord.before_done``), the old principal's stop (``node.stop``), the new one writable
+  (``switchover.writable``), the client's resume returned (``coord.after_done``) - into lead, drain,
+  hold, unwritable, reattach and release; median / largest over the switchovers per client, and the
+  client's own hook timings from its events (``persist.drain_end``, ``persist.resume_end``,
+  ``pgbouncer.pause`` / ``pgbouncer.resume``).
 * The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
-Targets (reference proxy, docs/persistent.md): stall p99 <= 0.2 s; throughput >= 0.8x direct.
+Targets (reference proxy, docs/persistent.md): stall p99 <= 0.2 s; throughput >= 0.8x direct; and
+against the same run's other rows: stall p99 <= pgbouncer-transaction's (its point p99 as the target
+of the reference's interval), steady throughput >= 0.9x relay-floor-py (per-round ratio).
 """
 
 from __future__ import annotations

@@ -30,6 +30,13 @@ PgBouncer in transaction pooling (1.18 cannot carry them across transactions: ``
 The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
 Targets (reference proxy): tps >= 0.8x direct, p95 <= 1.25x direct; with switchovers: sysbench finishes.
+Against the same run's other rows: steady tps >= 0.9x relay-floor-py and >= pgbouncer-session (per-round
+ratios, intervals as below), and tps with switchovers >= pgbouncer-session's (one run each: point figures).
+``in run`` says how many switchovers ended while sysbench still ran: pgbouncer-session's PAUSE never
+completes with clients connected, so each of its switchovers first waits out the drain window (10 s
+here) - in a 10 s run none of them happens inside it, and its "with switchovers" figure is a run
+without one. The reference's row also says how many statements it re-prepared after its switchovers
+(``lazy_prepares``): the new backends' parse and planning work, which sysbench did once at its start.
 Each ratio target is judged by the 90 % interval of the per-round ratios (``harness.report.targets``,
 distribution-free): ``met`` / ``NOT met`` only when the whole interval is on one side, else ``not
 shown`` - five rounds are the fewest that bound it (defaults: 5 rounds of 10 s).
