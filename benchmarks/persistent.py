@@ -446,7 +446,7 @@ def main() -> int:
                   f"{ref['quiet_p99']:.2f} s")
         pgb = rows.get("pgbouncer-transaction")
         if pgb is not None and "stall_p99" in pgb:  # the same run's pgbouncer-transaction as the target
-            target = pgb["stall_p99"]
+            target = round(pgb["stall_p99"], 3)
             text = verdict_text(stall, target, at_least=False, unit=" s", what="switchovers")
             print(f"{' ' * len(name)}  stall p99 against pgbouncer-transaction's {target:.2f} s "
                   f"{pgb['stall_interval'].span('s')} in this run: {text}")
