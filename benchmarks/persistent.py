@@ -36,9 +36,18 @@ change it).
   the p99 target missed, only one of 15 or more can show it met. ``met`` / ``NOT met`` only when the whole interval
   is on one side; else ``not shown``. One run's
   point figures moved by ±0.1x and ±0.1 s between identical runs on this 2-core machine.
+* Where the stall goes (:mod:`harness.report.switchover_phases`): per switchover, the worst-stalled
+  session's stall cut at the switchover's marks - drain start (``coord.before``), drained
+  (``coord.before_done``), the old principal's stop (``node.stop``), the new one writable
+  (``switchover.writable``), the client's resume returned (``coord.after_done``) - into lead, drain,
+  hold, unwritable, reattach and release; median / largest over the switchovers per client, and the
+  client's own hook timings from its events (``persist.drain_end``, ``persist.resume_end``,
+  ``pgbouncer.pause`` / ``pgbouncer.resume``).
 * The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
-Targets (reference proxy, docs/persistent.md): stall p99 <= 0.2 s; throughput >= 0.8x direct.
+Targets (reference proxy, docs/persistent.md): stall p99 <= 0.2 s; throughput >= 0.8x direct; and
+against the same run's other rows: stall p99 <= pgbouncer-transaction's (its point p99 as the target
+of the reference's interval), steady throughput >= 0.9x relay-floor-py (per-round ratio).
 """
 
 from __future__ import annotations
@@ -61,13 +70,15 @@ from harness.clients import persistent as adapters  # noqa: E402
 from harness.faults import Faults  # noqa: E402
 from harness.faults.coordination import catch_up  # noqa: E402
 from harness.history.core import History  # noqa: E402
-from harness.report.stalls import quiet_windows, spanning_stall, window_stall  # noqa: E402
+from harness.report.stalls import quiet_windows, spanning_gap, spanning_stall, window_stall  # noqa: E402
+from harness.report.switchover_phases import PHASES, PhaseSummary, split_stall, summarize  # noqa: E402
 from harness.report.targets import clustered_quantile_interval, median_interval, verdict_text  # noqa: E402
 from harness.topology import Pair  # noqa: E402
 from harness.workload.oltp import OltpConfig, OltpWorkload, load_tables  # noqa: E402
 
 TARGET_STALL_P99 = 0.2  # PER-1 stall target (was 1.0)
 TARGET_THROUGHPUT_RATIO = 0.8  # throughput target (was 0.5)
+TARGET_VS_FLOOR = 0.9  # steady state: the reference against relay-floor-py, the hop alone
 CLIENTS = ("direct", "reference", "reference-workers", "pgbouncer-transaction", "pgbouncer-session", "relay-floor",
            "relay-floor-py")
 FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs
@@ -167,6 +178,55 @@ def _stall_clusters(result: dict[str, Any], switchovers: list[tuple[float, float
             for (t0, t1), outage in zip(switchovers, outages, strict=True)]
 
 
+def _phase_marks(history: History, switchover: tuple[float, float]) -> dict[str, float | None]:
+    """The marks of one switchover (:data:`harness.report.switchover_phases.MARKS`) from the history:
+    the first of each event inside the switchover call (only one client coordinates at a time)."""
+    t0, t1 = switchover
+    def first(type_: str) -> float | None:
+        return next((e.t for e in history.events(type_) if e.type == type_ and t0 <= e.t <= t1), None)
+    return {"drain_start": first("coord.before"), "drained": first("coord.before_done"), "stop": first("node.stop"),
+            "writable": first("switchover.writable"), "resumed": first("coord.after_done")}
+
+
+def _phases(history: History, result: dict[str, Any], switchovers: list[tuple[float, float]],
+            outages: list[tuple[float, float]]) -> PhaseSummary | None:
+    """Where the stall goes (PER-1 context): per switchover, the worst-stalled session's stall cut
+    into phases at the history's marks (:mod:`harness.report.switchover_phases`), summarized."""
+    worst = []
+    for (t0, t1), outage in zip(switchovers, outages, strict=True):
+        gaps = [spanning_gap(times, outage, (t0 - 1.0, t1 + 1.5)) for times in result["ok"].values()]
+        if not gaps:
+            continue
+        start, end, _ = max(gaps, key=lambda g: g[1] - g[0])
+        worst.append(split_stall((start, end), _phase_marks(history, (t0, t1))))
+    return summarize(worst) if worst else None
+
+
+_INSIDE = (("persist.drain_end", "idle_seconds", "drain: until idle"), ("persist.drain_end", "seconds", "drain"),
+           ("persist.resume_end", "released_seconds", "resume: released"), ("persist.resume_end", "seconds", "resume"),
+           ("pgbouncer.pause", "seconds", "PAUSE"), ("pgbouncer.resume", "seconds", "RELOAD+RESUME"))
+
+
+def _inside(history: History, switchovers: list[tuple[float, float]]) -> str:
+    """The client's own timings of its hooks (its events' ``seconds`` fields), medians over the
+    switchovers, and the hand-off from the new principal writable to the resume hook's start."""
+    parts = []
+    for type_, field, label in _INSIDE:
+        values = [e.get(field) for e in history.events(type_) if e.type == type_ and e.get(field) is not None
+                  and any(t0 <= e.t <= t1 for t0, t1 in switchovers)]
+        if values:
+            parts.append(f"{label} {statistics.median(values) * 1000:.0f} ms")
+    handoffs = []
+    for t0, t1 in switchovers:
+        marks = _phase_marks(history, (t0, t1))
+        after = next((e.t for e in history.events("coord.after") if e.type == "coord.after" and t0 <= e.t <= t1), None)
+        if after is not None and marks["writable"] is not None:
+            handoffs.append(after - marks["writable"])
+    if handoffs:
+        parts.append(f"writable to resume hook {statistics.median(handoffs) * 1000:.0f} ms")
+    return "; ".join(parts)
+
+
 def _window_gaps(result: dict[str, Any], windows: list[tuple[float, float, float]]) -> list[float]:
     """The longest gap of every session in each ``(start, end, switchover_end)`` window
     (:func:`harness.report.stalls.window_stall`)."""
@@ -254,7 +314,8 @@ def main() -> int:
         floors: dict[str, Any] = {}
         try:
             for name, factory in clients:
-                running[name] = adapters.open_client(factory, pair=pair, drain_window=2.0, recovery_window=5.0)
+                running[name] = adapters.open_client(factory, pair=pair, history=history, drain_window=2.0,
+                                                    recovery_window=5.0)
             for kind in floor_kinds:  # steady rounds only: it follows no switchover
                 floors[kind.name] = kind(pair.principal.server_address, pair.principal.dsn(), pair).start()
             steady_clients = {**running, **floors}
@@ -270,7 +331,7 @@ def main() -> int:
             for floor_name in list(floors):
                 floors.pop(floor_name).stop()
                 ratios = [a / b for a, b in zip(per_round[floor_name], per_round["direct"], strict=True)]
-                rows[floor_name] = {"ops": statistics.median(per_round[floor_name]),
+                rows[floor_name] = {"ops": statistics.median(per_round[floor_name]), "per_round": per_round[floor_name],
                                     "ratio": statistics.median(ratios), "ratio_interval": median_interval(ratios)}
             # each client's stall phase has only that client coordinating: other coordinated clients,
             # idle, made the measured one's stall 0.34-0.53 s where it was 0.23 s alone (2026-12-02:
@@ -301,7 +362,8 @@ def main() -> int:
                 gaps = [g for cluster in clusters for g in cluster]
                 values = [g for g, _ in gaps]
                 ratios = [a / b for a, b in zip(per_round[name], per_round["direct"], strict=True)]
-                rows[name] = {"ops": statistics.median(per_round[name]), "ratio": statistics.median(ratios),
+                rows[name] = {"ops": statistics.median(per_round[name]), "per_round": per_round[name],
+                              "ratio": statistics.median(ratios),
                               "ratio_interval": median_interval(ratios),
                               "stall_interval": clustered_quantile_interval([[g for g, _ in c] for c in clusters],
                                                                             0.99),
@@ -311,7 +373,10 @@ def main() -> int:
                               "censored": sum(1 for _, c in gaps if c), "samples": len(gaps),
                               "switch_errors": stalled["errors"],
                               "unwritable": _unwritable(history, stalled["marks"]),
-                              "switch_s": statistics.mean(b - a for a, b in stalled["marks"])}
+                              "switch_s": statistics.mean(b - a for a, b in stalled["marks"]),
+                              "phases": _phases(history, stalled, stalled["marks"],
+                                                _outages(history, stalled["marks"])),
+                              "inside": _inside(history, stalled["marks"])}
                 if stop is not None:
                     stop()
         finally:
@@ -338,6 +403,20 @@ def main() -> int:
         print(f"{steady}{r['stall_p50']:>10.2f}s{r['stall_p99']:>10.2f}s{r['stall_interval'].span('s'):>13}"
               f"{r['window_p99']:>11.2f}s{quiet:>11}"
               f"{r['censored']:>6}/{r['samples']:<6}{r['switch_errors']:>8}{r['switch_s']:>11.2f}s{unwritable:>14}")
+    print("\nwhere the stall goes: per switchover the worst-stalled session's stall cut at the switchover's marks "
+          "(harness.report.switchover_phases); median / largest over the switchovers, seconds")
+    print(f"{'client':<22}" + "".join(f"{p:>14}" for p in PHASES) + f"{'stall':>9}")
+    for name, r in rows.items():
+        ph = r.get("phases")
+        if ph is None:
+            continue
+        print(f"{name:<22}" + "".join(f"{ph.median[p]:>7.3f}/{ph.largest[p]:<6.3f}" for p in PHASES)
+              + f"{ph.stall_median:>8.3f}s")
+        if r.get("inside"):
+            print(f"{'':<22}its own hooks (median): {r['inside']}")
+    print("lead = last success .. drain start; drain = drain start .. drained (coord.before_done); hold = drained .. "
+          "the old principal's stop; unwritable = stop .. the new principal writable (the pair's floor); reattach = "
+          "writable .. the client's resume returned (coord.after_done); release = .. the session's first success\n")
     for kind in FLOORS:
         if kind.name in rows:
             print(kind.legend)
@@ -365,6 +444,17 @@ def main() -> int:
         if ref["quiet_p99"] is not None:
             print(f"{' ' * len(name)}  window p99 {ref['window_p99']:.2f} s; with no switchover at all "
                   f"{ref['quiet_p99']:.2f} s")
+        pgb = rows.get("pgbouncer-transaction")
+        if pgb is not None and "stall_p99" in pgb:  # the same run's pgbouncer-transaction as the target
+            target = round(pgb["stall_p99"], 3)
+            text = verdict_text(stall, target, at_least=False, unit=" s", what="switchovers")
+            print(f"{' ' * len(name)}  stall p99 against pgbouncer-transaction's {target:.2f} s "
+                  f"{pgb['stall_interval'].span('s')} in this run: {text}")
+        floor = rows.get("relay-floor-py")
+        if floor is not None:  # steady state against the hop alone, per round
+            vs_floor = median_interval([a / b for a, b in zip(ref["per_round"], floor["per_round"], strict=True)])
+            print(f"{' ' * len(name)}  throughput against relay-floor-py (per-round ratio) "
+                  f"{verdict_text(vs_floor, TARGET_VS_FLOOR, at_least=True, unit='x', what='rounds')}")
         print(f"{' ' * len(name)}  throughput "
               f"{verdict_text(ref['ratio_interval'], TARGET_THROUGHPUT_RATIO, at_least=True, unit='x', what='rounds')}")
     print(f"total {time.monotonic() - started:.1f} s")

@@ -30,6 +30,13 @@ PgBouncer in transaction pooling (1.18 cannot carry them across transactions: ``
 The pair runs without the fault proxy (``links="direct"``): the numbers are the clients' own cost.
 
 Targets (reference proxy): tps >= 0.8x direct, p95 <= 1.25x direct; with switchovers: sysbench finishes.
+Against the same run's other rows: steady tps >= 0.9x relay-floor-py and >= pgbouncer-session (per-round
+ratios, intervals as below), and tps with switchovers >= pgbouncer-session's (one run each: point figures).
+``in run`` says how many switchovers ended while sysbench still ran: pgbouncer-session's PAUSE never
+completes with clients connected, so each of its switchovers first waits out the drain window (10 s
+here) - in a 10 s run none of them happens inside it, and its "with switchovers" figure is a run
+without one. The reference's row also says how many statements it re-prepared after its switchovers
+(``lazy_prepares``): the new backends' parse and planning work, which sysbench did once at its start.
 Each ratio target is judged by the 90 % interval of the per-round ratios (``harness.report.targets``,
 distribution-free): ``met`` / ``NOT met`` only when the whole interval is on one side, else ``not
 shown`` - five rounds are the fewest that bound it (defaults: 5 rounds of 10 s).
@@ -63,6 +70,7 @@ from harness.workload.sysbench import TESTS, Sysbench  # noqa: E402
 
 TARGET_TPS_RATIO = 0.8
 TARGET_P95_RATIO = 1.25
+TARGET_VS_FLOOR = 0.9  # steady state: the reference against relay-floor-py, the hop alone
 SYSBENCH = shutil.which("sysbench") or "/usr/bin/sysbench"
 FLOORS = (HaproxyTcpRelay, PythonTcpRelay)  # steady rounds only: what the extra hop alone costs
 
@@ -102,6 +110,7 @@ def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode
             worker = threading.Thread(target=lambda: marks.extend(during()), daemon=True)
             worker.start()
         r = bench.finish(proc, timeout=opts.seconds + 120)
+        ended = time.monotonic()
         if worker is not None:
             worker.join(120)
     out = r.output
@@ -111,6 +120,9 @@ def _run(address: tuple[str, int], creds: Any, opts: argparse.Namespace, ps_mode
                               "min_interval_tps": r.min_interval_tps if r.intervals else nan}
     result["finished"] = r.exit_code == 0
     result["switchovers"] = len(marks)
+    # switchovers that ended while sysbench still ran: a client whose drain waits out its window
+    # (pgbouncer-session: PAUSE never completes) may see none inside a short run
+    result["in_run"] = sum(1 for _, t1 in marks if t1 <= ended)
     if r.exit_code < 0:  # sysbench itself crashed (1.0.20's pgsql driver: SIGSEGV on a lost connection)
         result["error"] = f"sysbench died of {_signal_name(-r.exit_code)}"
     elif r.exit_code != 0:  # sysbench stopped at an error it does not retry (e.g. a lost connection)
@@ -183,16 +195,30 @@ def _measure(test: str, names: list[str], running: dict[str, Any], ps: dict[str,
                     time.sleep(max(0.0, gap - (time.monotonic() - t0)))
                 return marks
 
+            before = _lazy_prepares(client)
             switched = _run(tuple(client.address), creds, opts, ps[name], during=switch, test=test)  # type: ignore[arg-type]
+            after = _lazy_prepares(client)
+            if before is not None and after is not None:  # the statements re-prepared after the switchovers
+                switched["lazy_prepares"] = after - before
         finally:
             if stop is not None:
                 stop()
         rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": switched,
-                      "ps_mode": ps[name]}
+                      "ps_mode": ps[name], "runs": steady_runs[name]}
         print(f"  {test} {name}: done ({time.monotonic() - started:.0f} s)", flush=True)
     for name in steady_names[len(names):]:
-        rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": None, "ps_mode": "auto"}
+        rows[name] = {"steady": _steady(steady_runs[name], steady_runs["direct"]), "switched": None, "ps_mode": "auto",
+                      "runs": steady_runs[name]}
     return rows
+
+
+def _lazy_prepares(client: Any) -> int | None:
+    """The reference proxy's ``lazy_prepares`` counter (each a Parse it re-sent on a new back connection
+    just before its first use after a switchover, PER-2); None for another client."""
+    try:
+        return int(client.status()["counters"]["lazy_prepares"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _steady(runs: list[dict[str, Any]], direct: list[dict[str, Any]]) -> dict[str, Any]:
@@ -222,23 +248,26 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
           f"(prepare {prep:.1f} s;\n"
           f"load average 1/5/15 min: {load})")
     print(f"{'client':<22}{'ps':>8}{'tps':>8}{'x dir':>7}{'90% ivl':>11}{'p95 ms':>9}{'x dir':>7}  |"
-          f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'finished':>10}{'ign':>5}  error")
+          f"{'sw tps':>8}{'x dir':>7}{'p95 ms':>9}{'min 1s':>8}{'in run':>8}{'finished':>10}{'ign':>5}  error")
     for name, r in rows.items():
         s, w = r["steady"], r["switched"]
         span = "-" if s["tps_interval"] is None else s["tps_interval"].span()
         steady = (f"{name:<22}{r['ps_mode']:>8}{_fmt(s['tps'], '.0f'):>8}{_fmt(s['tps_ratio'], '.2f'):>7}"
                   f"{span:>11}{_fmt(s['p95'], '.1f'):>9}{_fmt(s['p95_ratio'], '.2f'):>7}  |")
         if w is None:  # the relay floor: steady rounds only
-            print(f"{steady}{'-':>8}{'-':>7}{'-':>9}{'-':>8}{'-':>10}{'-':>5}")
+            print(f"{steady}{'-':>8}{'-':>7}{'-':>9}{'-':>8}{'-':>8}{'-':>10}{'-':>5}")
             continue
         print(f"{steady}"
               f"{_fmt(w['tps'], '.0f'):>8}{_fmt(w['tps'] / d['tps'], '.2f'):>7}{_fmt(w['p95'], '.1f'):>9}"
-              f"{_fmt(w['min_interval_tps'], '.0f'):>8}{('yes' if w['finished'] else 'NO'):>10}{w['ignored']:>5}  "
+              f"{_fmt(w['min_interval_tps'], '.0f'):>8}{w['in_run']:>5}/{w['switchovers']:<2}"
+              f"{('yes' if w['finished'] else 'NO'):>10}{w['ignored']:>5}  "
               f"{w.get('error', '')}")
     print(f"steady: median of {opts.rounds} rounds in which the clients took turns; "
           "x dir = median per-round ratio to direct's steady run (sw tps: to direct's median);\n"
           "min 1s = the lowest tps of a 1-second report interval; "
-          f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run")
+          f"ign = errors sysbench retried itself (deadlocks); {opts.switchovers} switchovers per switchover run;\n"
+          "in run = switchovers that ended before sysbench did / switchovers done (a drain that waits out its "
+          "window - pgbouncer-session's PAUSE - can push them past the run)")
     for kind in FLOORS:
         if kind.name in rows:
             print(kind.legend)
@@ -253,6 +282,25 @@ def _report(test: str, rows: dict[str, dict[str, Any]], version: str, prep: floa
                                                                  what="rounds")
         print(f"{name} ({test}): tps {tps_text}\n{' ' * (len(name) + len(test) + 4)} p95 {p95_text}; "
               f"with switchovers sysbench {'finished' if ref['switched']['finished'] else 'did NOT finish'}")
+        pad = " " * (len(name) + len(test) + 4)
+        for other, target in (("relay-floor-py", TARGET_VS_FLOOR), ("pgbouncer-session", 1.0)):
+            if other in rows:  # steady state against the hop alone / the pooler, per round
+                ratio = _ratio_interval(ref["runs"], rows[other]["runs"], "tps")
+                if ratio is not None:
+                    print(f"{pad} steady tps against {other} (per-round ratio) "
+                          f"{verdict_text(ratio, target, at_least=True, unit='x', what='rounds')}")
+        pgb = rows.get("pgbouncer-session")
+        if pgb is not None and pgb["switched"] is not None:
+            w, p = ref["switched"], pgb["switched"]
+            verdict = "met" if w["tps"] >= p["tps"] else "NOT met"
+            if "lazy_prepares" in w:
+                print(f"{pad} after its switchovers the proxy re-prepared {w['lazy_prepares']:,} statements "
+                      f"({w['lazy_prepares'] / max(1, w['in_run']):,.0f} per switchover): the new backends' parse and "
+                      "planning work that sysbench did once at its start")
+            print(f"{pad} with switchovers {_fmt(w['tps'], '.0f')} tps "
+                  f"({w['in_run']} switchovers in the run) against pgbouncer-session's {_fmt(p['tps'], '.0f')} "
+                  f"({p['in_run']} in its run); target >= pgbouncer-session: {verdict} (one run each: point "
+                  "figures, no interval)")
 
 
 def _loadavg() -> str:

@@ -492,7 +492,7 @@ class PersistentProxy:
                         snapshots[s.id] = asyncio.ensure_future(self._snapshot(s))
                 if not busy or time.monotonic() >= deadline:
                     break
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.002)
             idle_at = time.monotonic()
             kept: list[int] = []
             closed: list[dict[str, Any]] = []
@@ -645,6 +645,7 @@ class PersistentProxy:
         async with self._lock:
             if not self._holding:
                 return {"resumed": 0, "closed": [], "principal": None}
+            t0 = time.monotonic()
             if self._recovery_task is not None and self._recovery_task is not asyncio.current_task():
                 self._recovery_task.cancel()
             deadline = self._recovery_deadline()
@@ -672,6 +673,7 @@ class PersistentProxy:
             if principal is None:
                 closed = await self._give_up(f"no principal within the recovery window: {last}")
                 return {"resumed": 0, "closed": closed, "principal": None, "error": str(last)}
+            found_at = time.monotonic()
             kept = [self.sessions[sid] for sid in list(self._kept) if sid in self.sessions]
             logging_in = len(kept)
             logins_done = asyncio.Event()
@@ -695,6 +697,7 @@ class PersistentProxy:
             if cfg.release_after_logins > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(logins_done.wait(), cfg.release_after_logins)
+            released_at = time.monotonic()
             self._holding = False
             self._gate.set()
             results = await attaching
@@ -716,6 +719,9 @@ class PersistentProxy:
             self._recovery_waits.clear()
             warm = self.warm.summary()
             self.warm.discard()
+            self._emit("persist.resume_end", principal=f"{principal[0]}:{principal[1]}",
+                       resumed=len(kept) - len(closed), closed=len(closed), seconds=time.monotonic() - t0,
+                       found_seconds=found_at - t0, released_seconds=released_at - t0)
             return {"resumed": len(kept) - len(closed), "closed": closed,
                     "principal": f"{principal[0]}:{principal[1]}", **warm}
 

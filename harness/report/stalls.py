@@ -28,21 +28,32 @@ def spanning_stall(times: Sequence[float], outage: tuple[float, float],
     ``window[0]`` when the session had none before) to the first one after it ended. With no success
     after ``outage[1]`` up to ``window[1]`` the gap runs to ``window[1]`` and is *censored* (the
     session had not recovered when the window closed)."""
+    start, end, censored = spanning_gap(times, outage, window)
+    return end - start, censored
+
+
+def spanning_gap(times: Sequence[float], outage: tuple[float, float],
+                 window: tuple[float, float]) -> tuple[float, float, bool]:
+    """``(from, to, censored)``: where the gap of :func:`spanning_stall` lies - what
+    :mod:`harness.report.switchover_phases` cuts into phases (PER-1 context)."""
     lo, hi = window
     start, end = outage
     if not (lo <= start <= end <= hi):
         raise ValueError(f"outage {outage} must lie inside window {window}")
     k = bisect.bisect_left(times, start)
     previous = times[k - 1] if k > 0 else lo
-    longest = 0.0
+    best = (previous, previous)
     for t in times[k:]:
         if t > hi:
             break
-        longest = max(longest, t - previous)
+        if t - previous > best[1] - best[0]:
+            best = (previous, t)
         if t > end:
-            return longest, False
+            return best[0], best[1], False
         previous = t
-    return max(longest, hi - previous), True
+    if hi - previous > best[1] - best[0]:
+        best = (previous, hi)
+    return best[0], best[1], True
 
 
 def window_stall(times: Sequence[float], window: tuple[float, float], end: float) -> tuple[float, bool]:
