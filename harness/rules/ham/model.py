@@ -115,6 +115,15 @@ def of_type(events: Sequence[Event], type_: str) -> list[Event]:
     return sorted((e for e in events if e.type == type_), key=lambda e: (e.t, e.index))
 
 
+def leader_cuts(events: Sequence[Event], kind: str) -> list[tuple[Event, Event | None]]:
+    """Every cut of a leader's ``kind`` link (``ham.<kind>.cut`` with ``was_leader``; HAM-2 ``dcs``,
+    HAM-7 ``monitor``), in time order, with its heal: the node's first ``ham.<kind>.heal`` at or
+    after the cut (same timestamp included), or None while it lasts."""
+    heals = of_type(events, f"ham.{kind}.heal")
+    return [(cut, next((h for h in heals if h.get("node") == str(cut.get("node")) and h.t >= cut.t), None))
+            for cut in of_type(events, f"ham.{kind}.cut") if cut.get("was_leader")]
+
+
 @dataclass(frozen=True)
 class WriteStretch:
     """Consecutive observations of one node that all accepted the harness's write: the node was seen
