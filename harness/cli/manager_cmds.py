@@ -85,6 +85,16 @@ def run_status(attach: Callable[..., Cluster], args: argparse.Namespace, show: P
     return 0
 
 
+def role_ops(cluster: Any, node: str | None) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The faults every manager run takes (HAM-3/HAM-6): switchover and failover asked of the manager,
+    machine loss of ``node``, its manager started again, only its manager killed."""
+    return {"switchover": lambda: cluster.switchover(node),
+            "failover": lambda: cluster.failover(node),
+            "kill": lambda: cluster.kill(node),
+            "start": lambda: cluster.start(node),
+            "kill-manager": lambda: cluster.kill_manager(node)}
+
+
 def run_fault(attach: Callable[[str], Cluster], args: argparse.Namespace, manager: str, actions: dict[str, bool],
               ops: Callable[[Any, argparse.Namespace], dict[str, Callable[[], dict[str, Any]]]]) -> int:
     """``fault --run ID ACTION [NODE]`` on a manager run: ``actions`` says which exist and which need a

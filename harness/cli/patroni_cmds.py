@@ -18,7 +18,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli.manager_cmds import check_up_args, print_json, run_down, run_fault, run_status, run_up, say
+from harness.cli.manager_cmds import (
+    check_up_args,
+    print_json,
+    role_ops,
+    run_down,
+    run_fault,
+    run_status,
+    run_up,
+    say,
+)
 from harness.topology.patroni import PATRONI_TOPOLOGIES, PatroniCluster, check_backend, is_patroni_run
 
 __all__ = ["PATRONI_ACTIONS", "PATRONI_TOPOLOGIES", "down", "fault", "is_patroni_run", "status", "up"]
@@ -62,11 +71,7 @@ def status(args: argparse.Namespace) -> int:
 
 def _ops(cluster: PatroniCluster, args: argparse.Namespace) -> dict[str, Any]:
     hold = getattr(args, "hold", None)
-    return {"switchover": lambda: cluster.switchover(args.node),
-            "failover": lambda: cluster.failover(args.node),
-            "kill": lambda: cluster.kill(args.node),
-            "start": lambda: cluster.start(args.node),
-            "kill-manager": lambda: cluster.kill_manager(args.node),
+    return {**role_ops(cluster, args.node),
             "partition-dcs": lambda: cluster.partition_dcs(args.node, hold=hold),
             "heal-dcs": lambda: cluster.heal_dcs(args.node),
             "pause": lambda: cluster.set_pause(True),

@@ -19,7 +19,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli.manager_cmds import check_up_args, print_json, run_down, run_fault, run_status, run_up, say
+from harness.cli.manager_cmds import (
+    check_up_args,
+    print_json,
+    role_ops,
+    run_down,
+    run_fault,
+    run_status,
+    run_up,
+    say,
+)
 from harness.errors import ConfigError
 from harness.topology.pgaf import PGAF_TOPOLOGIES, PgafCluster, check_backend, is_pgaf_run
 
@@ -65,11 +74,7 @@ def status(args: argparse.Namespace) -> int:
 
 def _ops(cluster: PgafCluster, args: argparse.Namespace) -> dict[str, Any]:
     hold = getattr(args, "hold", None)
-    return {"switchover": lambda: cluster.switchover(args.node),
-            "failover": lambda: cluster.failover(args.node),
-            "kill": lambda: cluster.kill(args.node),
-            "start": lambda: cluster.start(args.node),
-            "kill-manager": lambda: cluster.kill_manager(args.node),
+    return {**role_ops(cluster, args.node),
             "partition-monitor": lambda: cluster.partition_monitor(args.node, hold=hold),
             "heal-monitor": lambda: cluster.heal_monitor(args.node),
             "maintenance": lambda: cluster.set_maintenance(args.node, True),

@@ -16,7 +16,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -44,6 +44,21 @@ from harness.topology.state import (
 from harness.toxiproxy.client import ToxiproxyClient
 
 C = TypeVar("C", bound="ManagerCluster")
+N = TypeVar("N", bound="NamedNode")
+
+
+class NamedNode(Protocol):
+    """A node's entry in a run's extra file (its ports and proxies)."""
+
+    name: str
+
+
+def node_named(nodes: Sequence[N], name: str) -> N:
+    """The entry of node ``name`` (a one-line ConfigError naming the known nodes otherwise)."""
+    for n in nodes:
+        if n.name == name:
+            return n
+    raise ConfigError(f"unknown node {name!r} (nodes: {', '.join(n.name for n in nodes)})")
 
 
 class NodeProbe(Protocol):

@@ -36,7 +36,7 @@ from harness.errors import ConfigError, InvalidOperation, MissingDependencyError
 from harness.ports import allocate_port
 from harness.redact import remember
 from harness.topology import patroni_rest as rest
-from harness.topology.manager_cluster import ManagerCluster
+from harness.topology.manager_cluster import ManagerCluster, node_named
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config
 from harness.topology.patroni_probe import Observer, Probe, observer, probe_node
 from harness.topology.patroni_settings import DEFAULT_TIMING, PatroniTiming
@@ -120,10 +120,7 @@ class PatroniExtra:
     versions: dict[str, str] = field(default_factory=dict)
 
     def node(self, name: str) -> PatroniNodeExtra:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise ConfigError(f"unknown node {name!r} (nodes: {', '.join(n.name for n in self.nodes)})")
+        return node_named(self.nodes, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"scope": self.scope, "timing": self.timing, "etcd_client_port": self.etcd_client_port,

@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, MissingDependencyError, TopologyError
 from harness.ports import allocate_port
-from harness.topology.manager_cluster import ManagerCluster
+from harness.topology.manager_cluster import ManagerCluster, node_named
 from harness.topology.pgaf_conf import (
     FORMATION,
     GROUP,
@@ -130,10 +130,7 @@ class PgafExtra:
     versions: dict[str, str] = field(default_factory=dict)
 
     def node(self, name: str) -> PgafNodeExtra:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise ConfigError(f"unknown node {name!r} (nodes: {', '.join(n.name for n in self.nodes)})")
+        return node_named(self.nodes, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"settings": self.settings, "monitor_port": self.monitor_port, "versions": self.versions,
