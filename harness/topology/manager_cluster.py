@@ -53,6 +53,21 @@ class NamedNode(Protocol):
     name: str
 
 
+def refuse_backend(backend: str, capability: str) -> None:
+    """A manager topology runs where its capability row says (local only): on another backend a
+    ConfigError with the capability table's one-line reason."""
+    from harness.topology.capabilities import refusal
+
+    why = refusal(backend, capability)
+    if why:
+        raise ConfigError(why)
+
+
+def has_run_file(run_id: str, name: str) -> bool:
+    """True when run ``run_id`` has the manager's extra file ``name`` (ConfigError when there is no such run)."""
+    return (run_path(run_id) / name).exists()
+
+
 def node_named(nodes: Sequence[N], name: str) -> N:
     """The entry of node ``name`` (a one-line ConfigError naming the known nodes otherwise)."""
     for n in nodes:

@@ -36,7 +36,7 @@ from harness.errors import ConfigError, InvalidOperation, MissingDependencyError
 from harness.ports import allocate_port
 from harness.redact import remember
 from harness.topology import patroni_rest as rest
-from harness.topology.manager_cluster import ManagerCluster, node_named
+from harness.topology.manager_cluster import ManagerCluster, has_run_file, node_named, refuse_backend
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config
 from harness.topology.patroni_probe import Observer, Probe, observer, probe_node
 from harness.topology.patroni_settings import DEFAULT_TIMING, PatroniTiming
@@ -49,7 +49,6 @@ from harness.topology.process import (
     wait_gone,
 )
 from harness.topology.proxied import start_proxied_links
-from harness.topology.run import run_path
 from harness.topology.state import (
     KILLED,
     RUNNING,
@@ -73,16 +72,12 @@ CAPABILITY = "patroni-pair / patroni-group3"
 def check_backend(backend: str) -> None:
     """The Patroni topologies run on the local backend only: on another one a ConfigError with the
     capability table's one-line reason."""
-    from harness.topology.capabilities import refusal
-
-    why = refusal(backend, CAPABILITY)
-    if why:
-        raise ConfigError(why)
+    refuse_backend(backend, CAPABILITY)
 
 
 def is_patroni_run(run_id: str) -> bool:
     """True when run ``run_id`` is a Patroni topology (ConfigError when there is no such run)."""
-    return (run_path(run_id) / EXTRA_FILE).exists()
+    return has_run_file(run_id, EXTRA_FILE)
 
 
 def check_installed() -> dict[str, str]:

@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, MissingDependencyError, TopologyError
 from harness.ports import allocate_port
-from harness.topology.manager_cluster import ManagerCluster, node_named
+from harness.topology.manager_cluster import ManagerCluster, has_run_file, node_named, refuse_backend
 from harness.topology.pgaf_conf import (
     FORMATION,
     GROUP,
@@ -60,7 +60,6 @@ from harness.topology.process import (
     wait_gone,
 )
 from harness.topology.proxied import start_proxied_links
-from harness.topology.run import run_path
 from harness.topology.server_probe import Observer
 from harness.topology.state import (
     KILLED,
@@ -86,16 +85,12 @@ STANDBY_STATES = ("secondary", "catchingup")
 def check_backend(backend: str) -> None:
     """The pg_auto_failover topologies run on the local backend only: on another one a ConfigError
     with the capability table's one-line reason."""
-    from harness.topology.capabilities import refusal
-
-    why = refusal(backend, CAPABILITY)
-    if why:
-        raise ConfigError(why)
+    refuse_backend(backend, CAPABILITY)
 
 
 def is_pgaf_run(run_id: str) -> bool:
     """True when run ``run_id`` is a pg_auto_failover topology (ConfigError when there is no such run)."""
-    return (run_path(run_id) / EXTRA_FILE).exists()
+    return has_run_file(run_id, EXTRA_FILE)
 
 
 def check_installed() -> dict[str, str]:
