@@ -85,6 +85,10 @@ def run_status(attach: Callable[..., Cluster], args: argparse.Namespace, show: P
     return 0
 
 
+#: The faults every manager run takes (:func:`role_ops`), and whether each needs a node name.
+ROLE_ACTIONS = {"switchover": False, "failover": False, "kill": True, "start": True, "kill-manager": True}
+
+
 def role_ops(cluster: Any, node: str | None) -> dict[str, Callable[[], dict[str, Any]]]:
     """The faults every manager run takes (HAM-3/HAM-6): switchover and failover asked of the manager,
     machine loss of ``node``, its manager started again, only its manager killed."""

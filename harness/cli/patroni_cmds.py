@@ -18,42 +18,32 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli.manager_cmds import (
-    check_up_args,
-    print_json,
-    role_ops,
-    run_down,
-    run_fault,
-    run_status,
-    run_up,
-    say,
-)
+from harness.cli import manager_cmds as shared
 from harness.topology.patroni import PATRONI_TOPOLOGIES, PatroniCluster, check_backend, is_patroni_run
 
 __all__ = ["PATRONI_ACTIONS", "PATRONI_TOPOLOGIES", "down", "fault", "is_patroni_run", "status", "up"]
 
 #: The fault actions a Patroni run accepts, and whether each needs a node name.
-PATRONI_ACTIONS = {"switchover": False, "failover": False, "kill": True, "start": True, "kill-manager": True,
-                   "partition-dcs": True, "heal-dcs": True, "pause": False, "resume": False}
+PATRONI_ACTIONS = {**shared.ROLE_ACTIONS, "partition-dcs": True, "heal-dcs": True, "pause": False, "resume": False}
 
 
 def up(args: argparse.Namespace) -> int:
     """``up --topology patroni-*``: only ``--detach`` (the run outlives the command) or a foreground
     run until Ctrl-C, on the local backend, PostgreSQL, behind the fault proxy."""
     check_backend(args.backend)  # the capability table's one-line reason on compose
-    check_up_args(args, "every link is a proxy")
+    shared.check_up_args(args, "every link is a proxy")
     cluster = PatroniCluster(nodes=PATRONI_TOPOLOGIES[args.topology], detached=args.detach,
-                             progress=say(not args.json or not args.detach))
+                             progress=shared.say(not args.json or not args.detach))
     if args.mode == "async":
         from dataclasses import replace
 
         cluster.timing = replace(cluster.timing, synchronous_mode=False)
-    return run_up(cluster, args, _print)
+    return shared.run_up(cluster, args, _print)
 
 
 def _print(desc: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print_json(desc)
+        shared.print_json(desc)
         return
     t = desc["timing"]
     print(f"run {desc['run']}: {desc['topology']} (patroni, ttl {t['ttl']} s, loop_wait {t['loop_wait']} s, "
@@ -66,12 +56,12 @@ def _print(desc: dict[str, Any], as_json: bool) -> None:
 
 def status(args: argparse.Namespace) -> int:
     """``status --run ID`` of a Patroni run (roles as the servers say now)."""
-    return run_status(PatroniCluster.attach, args, _print)
+    return shared.run_status(PatroniCluster.attach, args, _print)
 
 
 def _ops(cluster: PatroniCluster, args: argparse.Namespace) -> dict[str, Any]:
     hold = getattr(args, "hold", None)
-    return {**role_ops(cluster, args.node),
+    return {**shared.role_ops(cluster, args.node),
             "partition-dcs": lambda: cluster.partition_dcs(args.node, hold=hold),
             "heal-dcs": lambda: cluster.heal_dcs(args.node),
             "pause": lambda: cluster.set_pause(True),
@@ -80,9 +70,9 @@ def _ops(cluster: PatroniCluster, args: argparse.Namespace) -> dict[str, Any]:
 
 def fault(args: argparse.Namespace) -> int:
     """``fault --run ID ACTION [NODE]`` on a Patroni run (see the module docstring)."""
-    return run_fault(PatroniCluster.attach, args, "Patroni", PATRONI_ACTIONS, _ops)
+    return shared.run_fault(PatroniCluster.attach, args, "Patroni", PATRONI_ACTIONS, _ops)
 
 
 def down(run_id: str) -> int:
     """``down --run ID`` of a Patroni run: Patroni first, then the servers (no restarts meanwhile)."""
-    return run_down(PatroniCluster.attach, run_id)
+    return shared.run_down(PatroniCluster.attach, run_id)

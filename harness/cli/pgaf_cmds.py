@@ -19,42 +19,33 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli.manager_cmds import (
-    check_up_args,
-    print_json,
-    role_ops,
-    run_down,
-    run_fault,
-    run_status,
-    run_up,
-    say,
-)
+from harness.cli import manager_cmds as shared
 from harness.errors import ConfigError
 from harness.topology.pgaf import PGAF_TOPOLOGIES, PgafCluster, check_backend, is_pgaf_run
 
 __all__ = ["PGAF_ACTIONS", "PGAF_TOPOLOGIES", "down", "fault", "is_pgaf_run", "status", "up"]
 
 #: The fault actions a pg_auto_failover run accepts, and whether each needs a node name.
-PGAF_ACTIONS = {"switchover": False, "failover": False, "kill": True, "start": True, "kill-manager": True,
-                "partition-monitor": True, "heal-monitor": True, "maintenance": True, "resume": True}
+PGAF_ACTIONS = {**shared.ROLE_ACTIONS, "partition-monitor": True, "heal-monitor": True, "maintenance": True,
+                "resume": True}
 
 
 def up(args: argparse.Namespace) -> int:
     """``up --topology pgaf-*``: ``--detach`` (the run outlives the command) or a foreground run until
     Ctrl-C, on the local backend, PostgreSQL, behind the fault proxy."""
     check_backend(args.backend)  # the capability table's one-line reason on compose
-    check_up_args(args, "clients and the monitor links are proxies")
+    shared.check_up_args(args, "clients and the monitor links are proxies")
     if args.mode == "async":
         raise ConfigError(f"topology {args.topology!r} uses pg_auto_failover's synchronous replication "
                           "(replication-quorum); drop --mode async")
     cluster = PgafCluster(nodes=PGAF_TOPOLOGIES[args.topology], detached=args.detach,
-                          progress=say(not args.json or not args.detach))
-    return run_up(cluster, args, _print)
+                          progress=shared.say(not args.json or not args.detach))
+    return shared.run_up(cluster, args, _print)
 
 
 def _print(desc: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print_json(desc)
+        shared.print_json(desc)
         return
     s = desc["settings"]
     print(f"run {desc['run']}: {desc['topology']} (pg_auto_failover, health_check_period "
@@ -69,12 +60,12 @@ def _print(desc: dict[str, Any], as_json: bool) -> None:
 
 def status(args: argparse.Namespace) -> int:
     """``status --run ID`` of a pg_auto_failover run (roles as the servers say now)."""
-    return run_status(PgafCluster.attach, args, _print)
+    return shared.run_status(PgafCluster.attach, args, _print)
 
 
 def _ops(cluster: PgafCluster, args: argparse.Namespace) -> dict[str, Any]:
     hold = getattr(args, "hold", None)
-    return {**role_ops(cluster, args.node),
+    return {**shared.role_ops(cluster, args.node),
             "partition-monitor": lambda: cluster.partition_monitor(args.node, hold=hold),
             "heal-monitor": lambda: cluster.heal_monitor(args.node),
             "maintenance": lambda: cluster.set_maintenance(args.node, True),
@@ -83,9 +74,9 @@ def _ops(cluster: PgafCluster, args: argparse.Namespace) -> dict[str, Any]:
 
 def fault(args: argparse.Namespace) -> int:
     """``fault --run ID ACTION [NODE]`` on a pg_auto_failover run (see the module docstring)."""
-    return run_fault(PgafCluster.attach, args, "pg_auto_failover", PGAF_ACTIONS, _ops)
+    return shared.run_fault(PgafCluster.attach, args, "pg_auto_failover", PGAF_ACTIONS, _ops)
 
 
 def down(run_id: str) -> int:
     """``down --run ID`` of a pg_auto_failover run: every pg_autoctl stopped (each fast-stops its server)."""
-    return run_down(PgafCluster.attach, run_id)
+    return shared.run_down(PgafCluster.attach, run_id)
