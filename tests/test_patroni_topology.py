@@ -94,8 +94,8 @@ def test_kill_manager_keeps_postgres_and_kill_takes_both() -> None:
         leader = c.wait_one_leader(timeout=30)
         other = next(n for n in c.names if n != leader)
         c.kill_manager(other)
-        assert c._patroni_pid(other) is None and c._postmaster_pid(other) is not None
+        assert c._manager_pid(other) is None and c._postmaster_pid(other) is not None
         c.start(other)
         c.kill(other, wait=False)
-        assert c._patroni_pid(other) is None and c._postmaster_pid(other) is None
+        assert c._manager_pid(other) is None and c._postmaster_pid(other) is None
         assert c.wait_one_leader(timeout=10) == leader

@@ -100,11 +100,11 @@ def test_kill_manager_keeps_postgres_and_start_adopts_it() -> None:
         other = next(n for n in c.names if n != leader)
         pm = c._postmaster_pid(other)
         c.kill_manager(other)
-        assert c._keeper_pid(other) is None and c._postmaster_pid(other) == pm
+        assert c._manager_pid(other) is None and c._postmaster_pid(other) == pm
         c.start(other)
-        assert c._keeper_pid(other) is not None and c._postmaster_pid(other) == pm
+        assert c._manager_pid(other) is not None and c._postmaster_pid(other) == pm
         c.kill(other, wait=False)
-        assert c._keeper_pid(other) is None and c._postmaster_pid(other) is None and not pid_alive(pm)
+        assert c._manager_pid(other) is None and c._postmaster_pid(other) is None and not pid_alive(pm)
         assert c.wait_one_leader(timeout=10) == leader
 
 

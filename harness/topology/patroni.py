@@ -15,7 +15,8 @@ Patroni, the fault proxy) is recorded with its process group the moment it exist
 postmaster as the node's PID, so ``down``, ``down --all`` and the reaper stop all of it, also after
 a crash. What only a Patroni run has (timings, proxies, ports) is in ``patroni.json`` beside the
 state file. Operations record ``ham.*`` events into an optional history (docs/events.md).
-One job, over 600 lines: the Patroni topology's lifecycle and its manager-driven role operations."""
+One job: the Patroni topology's lifecycle and its manager-driven role operations (the lifecycle
+and bookkeeping shared with pg_auto_failover are :mod:`harness.topology.manager_cluster`'s)."""
 
 from __future__ import annotations
 
@@ -32,39 +33,28 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, MissingDependencyError, TopologyError
-from harness.paths import runs_dir
-from harness.ports import allocate_port, hand_over
-from harness.redact import remember, write_private_file
+from harness.ports import allocate_port
+from harness.redact import remember
 from harness.topology import patroni_rest as rest
-from harness.topology import preflight
+from harness.topology.manager_cluster import ManagerCluster, has_run_file, node_named, refuse_backend
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config
-from harness.topology.patroni_history import RunHistory, keep_run_history
 from harness.topology.patroni_probe import Observer, Probe, observer, probe_node
 from harness.topology.patroni_settings import DEFAULT_TIMING, PatroniTiming
-from harness.topology.postgres import APP_DATABASE, APP_USER, admin_connect, pg_bindir, server_version
+from harness.topology.postgres import APP_DATABASE, APP_USER, pg_bindir
 from harness.topology.process import (
-    RunAs,
-    database_user,
     kill_group,
     pid_alive,
     signal_pid,
     start_ticks,
     wait_gone,
 )
-from harness.topology.proxied import ProxiedLinks, start_proxied_links
-from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
+from harness.topology.proxied import start_proxied_links
 from harness.topology.state import (
     KILLED,
-    PRINCIPAL,
     RUNNING,
-    STANDBY,
-    LinksState,
-    NodeState,
     ProcessRecord,
-    ProxyNames,
     RunState,
 )
-from harness.toxiproxy.client import ToxiproxyClient
 
 #: The Patroni topologies ``up --topology`` knows, and their node counts.
 PATRONI_TOPOLOGIES = {"patroni-pair": 2, "patroni-group3": 3}
@@ -82,16 +72,12 @@ CAPABILITY = "patroni-pair / patroni-group3"
 def check_backend(backend: str) -> None:
     """The Patroni topologies run on the local backend only: on another one a ConfigError with the
     capability table's one-line reason."""
-    from harness.topology.capabilities import refusal
-
-    why = refusal(backend, CAPABILITY)
-    if why:
-        raise ConfigError(why)
+    refuse_backend(backend, CAPABILITY)
 
 
 def is_patroni_run(run_id: str) -> bool:
     """True when run ``run_id`` is a Patroni topology (ConfigError when there is no such run)."""
-    return (run_path(run_id) / EXTRA_FILE).exists()
+    return has_run_file(run_id, EXTRA_FILE)
 
 
 def check_installed() -> dict[str, str]:
@@ -129,10 +115,7 @@ class PatroniExtra:
     versions: dict[str, str] = field(default_factory=dict)
 
     def node(self, name: str) -> PatroniNodeExtra:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise ConfigError(f"unknown node {name!r} (nodes: {', '.join(n.name for n in self.nodes)})")
+        return node_named(self.nodes, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"scope": self.scope, "timing": self.timing, "etcd_client_port": self.etcd_client_port,
@@ -146,109 +129,54 @@ class PatroniExtra:
                    nodes=[PatroniNodeExtra(**n) for n in data["nodes"]])
 
 
-class PatroniCluster:
+class PatroniCluster(ManagerCluster):
     """A Patroni-managed group of ``nodes`` local PostgreSQL servers over one etcd (see the module
     docstring). Use as a context manager or call :meth:`up` / :meth:`down`; :meth:`attach` drives a
     run another process started (``up --detach``)."""
+
+    EXTRA_FILE = EXTRA_FILE
+    LINKS = LINKS
+    PROCESS_PREFIX = "patroni-"
+    LEADER_WORD = "leader"
 
     def __init__(self, nodes: int = 3, timing: PatroniTiming = DEFAULT_TIMING, history: Any = None,
                  detached: bool = False, progress: Callable[[str], None] | None = None,
                  leader_first: bool = False) -> None:
         if not isinstance(nodes, int) or nodes < 2:
             raise ConfigError(f"a Patroni topology needs at least 2 nodes, not {nodes!r}")
-        self.n_nodes = nodes
+        super().__init__(nodes, history, detached, progress,
+                         "patroni-pair" if nodes == 2 else f"patroni-group{nodes}")
         self.timing = timing
-        self.history = history
-        self.detached = detached
-        self.progress = progress or (lambda msg: None)
         #: n1 starts alone and initialises the cluster, so it leads when ``up`` returns (suites written
         #: for a pair whose principal is n1 run unchanged under the manager)
         self.leader_first = leader_first
-        self.topology = "patroni-pair" if nodes == 2 else f"patroni-group{nodes}"
-        self.run_as: RunAs = database_user()
-        self.run_id: str | None = None
-        self.path = Path()
         self.extra: PatroniExtra | None = None
-        self._links: ProxiedLinks | None = None
-        self._client: ToxiproxyClient | None = None
 
     # ---------------------------------------------------------------------------- lifecycle
-    def __enter__(self) -> PatroniCluster:
-        return self.up()
-
-    def __exit__(self, *exc: object) -> None:
-        self.down()
-
-    @staticmethod
-    def attach(run_id: str, history: Any = None) -> PatroniCluster:
-        """Drive the Patroni run ``run_id`` from this process."""
-        path = run_path(run_id)
-        extra = PatroniExtra.from_dict(json.loads((path / EXTRA_FILE).read_text()))
-        state = load_state(path)
-        cluster = PatroniCluster(nodes=len(state.nodes), timing=PatroniTiming.from_dict(extra.timing),
-                                 history=history if history is not None else RunHistory(path),
-                                 detached=state.detached)
-        cluster.topology = state.topology
-        cluster.run_id, cluster.path, cluster.extra = run_id, path, extra
-        if state.links.url:
-            cluster._client = ToxiproxyClient(state.links.url, timeout=5)
+    @classmethod
+    def _from_extra(cls, data: dict[str, Any], nodes: int, history: Any, detached: bool) -> PatroniCluster:
+        extra = PatroniExtra.from_dict(data)
+        cluster = cls(nodes=nodes, timing=PatroniTiming.from_dict(extra.timing), history=history, detached=detached)
+        cluster.extra = extra
         return cluster
 
-    def up(self) -> PatroniCluster:
-        """Start the fault proxy, etcd and every Patroni (which initialise and clone the servers), and
-        return once one leader accepts writes and every replica streams. Every process is in the run
-        state from the moment it exists; a failure at any step tears all of it down."""
-        t0 = time.monotonic()
-        versions = check_installed()
-        preflight.check_up("postgres", self.n_nodes)
-        version = server_version()
-        self.run_id = new_run_id()
-        self.path = runs_dir() / self.run_id
-        self.path.mkdir(mode=0o755)
-        self.run_as.chown(self.path)
-        names = [f"n{i + 1}" for i in range(self.n_nodes)]
-        pg_ports = [allocate_port() for _ in names]
-        api_ports = [allocate_port() for _ in names]
-        etcd_ports = [allocate_port(), allocate_port()]
-        state = RunState(run=self.run_id, topology=self.topology, engine="postgres", version=version,
-                         mode="sync" if self.timing.synchronous_mode else "async", mirror_readable=True,
-                         created=time.time(), owner_pid=os.getpid(), detached=self.detached, starting=True,
-                         ports=[*pg_ports, *api_ports, *etcd_ports],
-                         nodes=[NodeState(name=n, role=STANDBY, port=p, client_port=p,
-                                          datadir=str(self.path / n / "data"))
-                                for n, p in zip(names, pg_ports, strict=True)])
-        save_state(self.path, state)
-        if self.history is None and self.detached:  # driven from the command line: the run's own history
-            self.history = RunHistory(self.path, {"run": self.run_id, "topology": self.topology})
-        try:
-            reaper = start_reaper(self.path, os.getpid())
-            self._start_all(names, pg_ports, api_ports, etcd_ports, versions)
-            if self.detached:
-                self._claim_proxy_port()
-                hand_over(load_state(self.path).ports, reaper)
-            self._update_state(lambda s: setattr(s, "starting", False))
-        except BaseException:
-            self.down()
-            raise
-        self._emit("ham.settings", **self.timing.to_dict(), nodes=names, topology=self.topology)
-        self._emit("topology.up", topology=self.topology, seconds=round(time.monotonic() - t0, 3),
-                   leader=self.leader())
-        return self
+    def _check_installed(self) -> dict[str, str]:
+        return check_installed()
 
-    def _claim_proxy_port(self) -> None:
-        """A detached run's background fault-proxy API port joins the run's ports (``down`` frees it)."""
-        from urllib.parse import urlsplit
+    def _allocate_ports(self, names: list[str]) -> list[int]:
+        """Each node's REST API port, then etcd's client and peer ports."""
+        return [*(allocate_port() for _ in names), allocate_port(), allocate_port()]
 
-        from harness.ports import holder
+    def _replication_mode(self) -> str:
+        return "sync" if self.timing.synchronous_mode else "async"
 
-        def add(s: RunState) -> None:
-            port = urlsplit(s.links.url or "").port
-            if port and port not in s.ports and holder(port) == os.getpid():
-                s.ports.append(port)
-        self._update_state(add)
+    def _settings_fields(self) -> dict[str, Any]:
+        return self.timing.to_dict()
 
-    def _start_all(self, names: list[str], pg_ports: list[int], api_ports: list[int], etcd_ports: list[int],
-                   versions: dict[str, str]) -> None:
+    def _start_all(self, names: list[str], pg_ports: list[int], ports: list[int], versions: dict[str, str]) -> None:
+        """The fault proxy, etcd and every Patroni (which initialise and clone the servers); returns once
+        one leader accepts writes and every replica streams."""
+        api_ports, etcd_ports = ports[:len(names)], ports[len(names):]
         self.progress("starting the fault proxy")
         self._links = start_proxied_links(detached=self.detached, run_dir=self.path, register=self._register)
         self._client = self._links.client
@@ -258,27 +186,13 @@ class PatroniCluster:
             upstreams = {"client": f"127.0.0.1:{pg}", "repl": f"127.0.0.1:{pg}", "api": f"127.0.0.1:{api}",
                          "dcs": f"127.0.0.1:{etcd_client}"}
             extra = PatroniNodeExtra(name, pg, api)
-            for kind in LINKS:
-                proxy_name = f"fh-{self.run_id}-{name}" if kind == "client" else f"fh-{self.run_id}-{kind}-{name}"
-                proxy = self._client.create_proxy(proxy_name, upstream=upstreams[kind], listen="127.0.0.1:0",
-                                                  node=name if kind == "client" else f"{name}:{kind}")
-                extra.proxies[kind], extra.listens[kind] = proxy.name, proxy.listen
+            self._proxy_node_links(name, upstreams, extra.proxies, extra.listens)
             nodes.append(extra)
         self.extra = PatroniExtra(scope=f"fh-{self.run_id}", timing=self.timing.to_dict(),
                                   etcd_client_port=etcd_client, etcd_peer_port=etcd_peer, nodes=nodes,
                                   versions=versions)
         (self.path / EXTRA_FILE).write_text(json.dumps(self.extra.to_dict(), indent=1))
-        links = self._links
-
-        def wire(s: RunState) -> None:
-            s.links = LinksState(kind="toxiproxy", url=links.client.url, proxy_kind=links.proxy_kind,
-                                 version=links.version, description=links.description,
-                                 proxies={n.name: ProxyNames(n.proxies["client"], n.listens["client"],
-                                                             n.proxies["repl"], n.listens["repl"]) for n in nodes})
-            for node in s.nodes:
-                host, _, port = self.extra.node(node.name).listens["client"].rpartition(":")  # type: ignore[union-attr]
-                node.client_host, node.client_port = host, int(port)
-        self._update_state(wire)
+        self._wire_links("repl")
         self.progress("starting etcd")
         self._start_etcd()
         logins = Logins(secrets.token_urlsafe(18), secrets.token_urlsafe(18))
@@ -311,11 +225,6 @@ class PatroniCluster:
             self._wait_sync_standby(timeout=60)
         self.refresh_roles()
 
-    def _register(self, record: ProcessRecord) -> None:
-        def add(s: RunState) -> None:
-            s.processes = [p for p in s.processes if p.pid != record.pid] + [record]
-        self._update_state(add)
-
     def _spawn(self, name: str, argv: list[str], log: Path, cwd: Path) -> int:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                "HOME": str(cwd)}
@@ -344,132 +253,38 @@ class PatroniCluster:
         self._spawn(f"patroni-{name}", [PATRONI_BIN, str(node_dir / "patroni.yml")], node_dir / "patroni.out",
                     node_dir)
 
-    def _create_login(self, leader: str) -> None:
-        """The unprivileged test login (random password, 0600 password file in the run) and the
-        harness's probe table (HAM-1's writes)."""
-        password = secrets.token_urlsafe(18)
-        remember(password)
-        s = self.node_state(leader)
-        with admin_connect(self.path / leader, s.port) as conn:
-            conn.execute(f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{password}'")
-            conn.execute(f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
-            conn.execute("CREATE TABLE ham_probe (id bigserial PRIMARY KEY, node text NOT NULL, t float8 NOT NULL)")
-        write_private_file(self.path / "pgpass", f"*:*:*:{APP_USER}:{password}\n")
+    def _admin_socket_dir(self, name: str) -> Path:
+        return self.path / name
 
-    def down(self) -> None:
-        """Stop every process of the run (Patroni first, so that it restarts nothing; then the
-        servers, etcd and the fault proxy) and delete the run directory. Safe to call twice."""
-        if not self.run_id:
-            return
-        with contextlib.suppress(Exception):
-            state = load_state(self.path)
-            for p in state.processes:
-                if p.name.startswith("patroni-") and pid_alive(p.pid):
-                    kill_group(p.pgid or p.pid, timeout=5)
-            for n in state.nodes:  # fast shutdown: the server removes its shared memory itself
-                pid = self._postmaster_pid(n.name)
-                if pid:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGINT)
-            deadline = time.monotonic() + 10
-            while any(self._postmaster_pid(n.name) for n in state.nodes) and time.monotonic() < deadline:
-                time.sleep(0.05)
-        self._emit("topology.down", topology=self.topology)
-        keep_run_history(self.path)
-        if self._links is not None:
-            with contextlib.suppress(Exception):
-                self._links.teardown()
-            self._links = None
-        down_run(self.path)
-        self.run_id = None
+    def _stop_processes(self, state: RunState) -> None:
+        """Patroni first, so that it restarts nothing; then the servers (fast shutdown). etcd and the
+        fault proxy go with the run (``down_run``)."""
+        for p in state.processes:
+            if p.name.startswith("patroni-") and pid_alive(p.pid):
+                kill_group(p.pgid or p.pid, timeout=5)
+        for n in state.nodes:  # fast shutdown: the server removes its shared memory itself
+            pid = self._postmaster_pid(n.name)
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + 10
+        while any(self._postmaster_pid(n.name) for n in state.nodes) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     # ----------------------------------------------------------------------------- state
-    def _update_state(self, change: Callable[[RunState], None]) -> RunState:
-        with locked(self.path):
-            state = load_state(self.path)
-            change(state)
-            save_state(self.path, state)
-        return state
-
-    def state(self) -> RunState:
-        """The run's current state file."""
-        return load_state(self.path)
-
-    def node_state(self, name: str) -> NodeState:
-        """One node's state (UnknownNodeError naming the known nodes otherwise)."""
-        return self.state().node(name)
-
-    @property
-    def names(self) -> list[str]:
-        """The nodes' names, in creation order."""
-        return [n.name for n in self.state().nodes]
-
     def _x(self) -> PatroniExtra:
-        if self.extra is None:
-            raise InvalidOperation(f"{self.topology} is not started: call up()")
-        return self.extra
+        return super()._x()
 
     def api_address(self, name: str) -> str:
         """Where node ``name``'s REST API listens (the harness's own view, not through a proxy)."""
         return f"127.0.0.1:{self._x().node(name).api_port}"
-
-    def proxy_name(self, name: str, kind: str) -> str:
-        """The fault-proxy proxy of ``name``'s ``kind`` link (client, repl, api, dcs)."""
-        if kind not in LINKS:
-            raise ConfigError(f"unknown link {kind!r}; one of {', '.join(LINKS)}")
-        return self._x().node(name).proxies[kind]
-
-    def _postmaster_pid(self, name: str) -> int | None:
-        try:
-            pid = int((self.path / name / "data" / "postmaster.pid").read_text().splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if pid_alive(pid) else None
-
-    def _patroni_pid(self, name: str) -> int | None:
-        for p in self.state().processes:
-            if p.name == f"patroni-{name}" and pid_alive(p.pid):
-                return p.pid
-        return None
 
     def probe(self, name: str) -> Probe:
         """One observation of ``name`` (:func:`harness.topology.patroni_probe.probe_node`)."""
         s = self.node_state(name)
         return probe_node(name, self.path / name, s.port, self.api_address(name))
 
-    def leader(self) -> str | None:
-        """The one node that accepts a write now, or None (none, or more than one)."""
-        writable = [n for n in self.names if self.probe(n).write == "ok"]
-        return writable[0] if len(writable) == 1 else None
-
-    def refresh_roles(self) -> None:
-        """Write what the servers say into the run state: the leader as principal, postmaster PIDs."""
-        leader = self.leader()
-        pids = {n: self._postmaster_pid(n) for n in self.names}
-
-        def apply(s: RunState) -> None:
-            for node in s.nodes:
-                node.pid = pids.get(node.name)
-                if node.state != KILLED:
-                    node.state = RUNNING if node.pid else node.state
-                if leader is not None:
-                    node.role = PRINCIPAL if node.name == leader else STANDBY
-        self._update_state(apply)
-
     # --------------------------------------------------------------------------- waiting
-    def wait_one_leader(self, timeout: float, exclude: str | None = None) -> str:
-        """Wait until exactly one node accepts writes (not ``exclude``) and return it."""
-        deadline = time.monotonic() + timeout
-        while True:
-            probes = [self.probe(n) for n in self.names]
-            writable = [p.node for p in probes if p.write == "ok"]
-            if len(writable) == 1 and writable[0] != exclude:
-                return writable[0]
-            if time.monotonic() > deadline:
-                seen = "; ".join(p.summary() for p in probes)
-                raise TopologyError(f"no single leader accepting writes within {timeout:.0f} s ({seen})")
-            time.sleep(0.2)
-
     def _wait_bootstrapped(self, timeout: float) -> str:
         """The node that initialised the cluster: its server is out of recovery and ``/primary`` is 200."""
         deadline = time.monotonic() + timeout
@@ -524,29 +339,6 @@ class PatroniCluster:
         """How long a fault command waits for a new leader: HAM-3's documented bound (ttl +
         loop_wait) plus 30 s for the promotion on a loaded machine."""
         return self.timing.ttl + self.timing.loop_wait + 30
-
-    # -------------------------------------------------------------------------- events
-    def _emit(self, type_: str, **fields: Any) -> None:
-        if self.history is not None:
-            self.history.record(type_, **{"run": self.run_id, **fields})
-
-    def _op(self, op: str, node: str | None, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        leader = self._leader_quick()
-        wall0, t0 = time.time(), time.monotonic()
-        self._emit("ham.op", op=op, node=node, phase="start", leader=leader)
-        result = body()
-        seconds = time.monotonic() - t0
-        self.refresh_roles()
-        new_leader = self._leader_quick()
-        self._emit("ham.op", op=op, node=node, phase="end", leader=new_leader, seconds=round(seconds, 3),
-                   **{k: v for k, v in result.items() if k not in ("leader", "seconds")})
-        return {"fault": op, "node": node, "started": wall0, "seconds": seconds, "principal": new_leader,
-                "previous_principal": leader, **result}
-
-    def _leader_quick(self) -> str | None:
-        with contextlib.suppress(Exception):
-            return self.leader()
-        return None
 
     # ---------------------------------------------------------------------- operations
     def switchover(self, target: str | None = None, wait: bool = True) -> dict[str, Any]:
@@ -660,19 +452,12 @@ class PatroniCluster:
                 kill_group(p.pgid or p.pid, timeout=10)
         self._update_state(lambda s: setattr(s, "processes", [p for p in s.processes if p.name != f"patroni-{name}"]))
 
-    def _set_node(self, name: str, state: str) -> None:
-        def apply(s: RunState) -> None:
-            s.node(name).state = state
-            if state == KILLED:
-                s.node(name).pid = None
-        self._update_state(apply)
-
     def start(self, name: str, wait: bool = True) -> dict[str, Any]:
         """Start the Patroni of ``name`` again (it starts or adopts the server and rejoins, with
         pg_rewind when it diverged: HAM-6). With ``wait``, returns once it is a streaming replica or
         the leader."""
         def body() -> dict[str, Any]:
-            if self._patroni_pid(name):
+            if self._manager_pid(name):
                 raise InvalidOperation(f"Patroni of {name} is running already")
             self._start_patroni(name)
             self._set_node(name, RUNNING)
@@ -686,19 +471,6 @@ class PatroniCluster:
                     time.sleep(0.2)
             return {}
         return self._op("start", name, body)
-
-    def cut(self, name: str, kind: str) -> None:
-        """Cut ``name``'s ``kind`` link (client, repl, api, dcs): its proxy is disabled (open
-        connections drop, new ones are refused)."""
-        assert self._client is not None
-        self._client.disable_proxy(self.proxy_name(name, kind))
-        self._emit(f"ham.{kind}.cut", node=name, was_leader=self._leader_quick() == name)
-
-    def heal(self, name: str, kind: str) -> None:
-        """Restore ``name``'s ``kind`` link."""
-        assert self._client is not None
-        self._client.enable_proxy(self.proxy_name(name, kind))
-        self._emit(f"ham.{kind}.heal", node=name)
 
     def partition_dcs(self, name: str, hold: float | None = None, wait: bool = True) -> dict[str, Any]:
         """Cut ``name`` from etcd. With ``hold``: heal after that many seconds; then (``wait``)
@@ -724,7 +496,7 @@ class PatroniCluster:
         """Maintenance mode on (``pause``) or off: ``PATCH /config {"pause": ...}`` on a live node."""
         def body() -> dict[str, Any]:
             for n in self.names:
-                if self._patroni_pid(n):
+                if self._manager_pid(n):
                     code, text = rest.send(self.api_address(n), "PATCH", "/config", {"pause": paused})
                     if code == 200:
                         self._emit("ham.pause" if paused else "ham.resume", node=n)
@@ -738,15 +510,6 @@ class PatroniCluster:
         def nodes() -> list[tuple[str, Path, int, str]]:
             return [(n.name, self.path / n.name, n.port, self.api_address(n.name)) for n in self.state().nodes]
         return observer(nodes, history if history is not None else self.history)
-
-    def dsn(self, target_session_attrs: str = "read-write") -> str:
-        """A libpq multi-host connection string over every node's client proxy for the test login
-        (its password in the run's 0600 password file), so a client finds the leader itself."""
-        state = self.state()
-        hosts = ",".join(n.client_host for n in state.nodes)
-        ports = ",".join(str(n.client_port) for n in state.nodes)
-        return (f"host={hosts} port={ports} dbname={APP_DATABASE} user={APP_USER} passfile={self.path / 'pgpass'} "
-                f"target_session_attrs={target_session_attrs} connect_timeout=2")
 
     def describe(self) -> dict[str, Any]:
         """The CLI JSON shape: run, topology, timings, nodes with their addresses and proxies."""

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.history.server_observation import ServerObservation
 from harness.topology import patroni_rest as rest
 from harness.topology.server_probe import WRITE_TIMEOUT_MS, Observer, server_view
 
@@ -24,28 +25,18 @@ __all__ = ["WRITE_TIMEOUT_MS", "Observer", "Probe", "observer", "probe_node"]
 
 
 @dataclass(frozen=True)
-class Probe:
-    """One observation of ``node`` between ``t`` and ``t_end`` (time.monotonic())."""
+class Probe(ServerObservation):
+    """One observation of ``node`` between ``t`` and ``t_end`` (time.monotonic()): the server's, then
+    Patroni's REST API's health checks."""
 
-    node: str
-    t: float
-    t_end: float
-    recovery: bool | None
-    write: str | None
-    timeline: int | None
     api_primary: int | None
     api_replica: int | None
     streaming: bool | None = None
     error: str | None = None
 
-    def fields(self) -> dict[str, Any]:
-        """The ``ham.probe`` event's fields (``t`` is the event's own)."""
-        return {k: v for k, v in asdict(self).items() if k != "t"}
-
     def summary(self) -> str:
         """One line for error messages."""
-        role = {True: "replica", False: "primary", None: "down"}[self.recovery]
-        return f"{self.node} {role} write={self.write} /primary={self.api_primary} /replica={self.api_replica}"
+        return f"{self.node} {self.role} write={self.write} /primary={self.api_primary} /replica={self.api_replica}"
 
 
 def probe_node(node: str, socket_dir: Path, port: int, api_address: str) -> Probe:

@@ -21,10 +21,7 @@ One job: the pg_auto_failover topology's lifecycle and its manager-driven role o
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import secrets
 import signal
 import subprocess
 import time
@@ -35,11 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, MissingDependencyError, TopologyError
-from harness.paths import runs_dir
-from harness.ports import allocate_port, hand_over
-from harness.redact import remember, write_private_file
-from harness.topology import preflight
-from harness.topology.patroni_history import RunHistory, keep_run_history
+from harness.ports import allocate_port
+from harness.topology.manager_cluster import ManagerCluster, has_run_file, node_named, refuse_backend
 from harness.topology.pgaf_conf import (
     FORMATION,
     GROUP,
@@ -54,33 +48,25 @@ from harness.topology.pgaf_conf import (
 )
 from harness.topology.pgaf_probe import MonitorView, PgafProbe, monitor_states, probe_node
 from harness.topology.pgaf_settings import DEFAULT_SETTINGS, PgafSettings
-from harness.topology.postgres import APP_DATABASE, APP_USER, admin_connect, pg_bindir, server_version
+from harness.topology.postgres import APP_DATABASE, APP_USER, admin_connect, pg_bindir
 from harness.topology.process import (
-    RunAs,
-    database_user,
     group_members,
     kill_group,
+    parent_pid,
     pid_alive,
     signal_pid,
     spawn_server,
     start_ticks,
     wait_gone,
 )
-from harness.topology.proxied import ProxiedLinks, start_proxied_links
-from harness.topology.run import down_run, load_state, locked, new_run_id, run_path, save_state, start_reaper
+from harness.topology.proxied import start_proxied_links
 from harness.topology.server_probe import Observer
 from harness.topology.state import (
     KILLED,
-    PRINCIPAL,
     RUNNING,
-    STANDBY,
-    LinksState,
-    NodeState,
     ProcessRecord,
-    ProxyNames,
     RunState,
 )
-from harness.toxiproxy.client import ToxiproxyClient
 
 #: The pg_auto_failover topologies ``up --topology`` knows, and their data-node counts.
 PGAF_TOPOLOGIES = {"pgaf-pair": 2, "pgaf-group3": 3}
@@ -99,16 +85,12 @@ STANDBY_STATES = ("secondary", "catchingup")
 def check_backend(backend: str) -> None:
     """The pg_auto_failover topologies run on the local backend only: on another one a ConfigError
     with the capability table's one-line reason."""
-    from harness.topology.capabilities import refusal
-
-    why = refusal(backend, CAPABILITY)
-    if why:
-        raise ConfigError(why)
+    refuse_backend(backend, CAPABILITY)
 
 
 def is_pgaf_run(run_id: str) -> bool:
     """True when run ``run_id`` is a pg_auto_failover topology (ConfigError when there is no such run)."""
-    return (run_path(run_id) / EXTRA_FILE).exists()
+    return has_run_file(run_id, EXTRA_FILE)
 
 
 def check_installed() -> dict[str, str]:
@@ -143,10 +125,7 @@ class PgafExtra:
     versions: dict[str, str] = field(default_factory=dict)
 
     def node(self, name: str) -> PgafNodeExtra:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise ConfigError(f"unknown node {name!r} (nodes: {', '.join(n.name for n in self.nodes)})")
+        return node_named(self.nodes, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"settings": self.settings, "monitor_port": self.monitor_port, "versions": self.versions,
@@ -158,104 +137,49 @@ class PgafExtra:
                    nodes=[PgafNodeExtra(**n) for n in data["nodes"]])
 
 
-class PgafCluster:
+class PgafCluster(ManagerCluster):
     """A pg_auto_failover formation of ``nodes`` local PostgreSQL servers and one monitor (see the
     module docstring). Use as a context manager or call :meth:`up` / :meth:`down`; :meth:`attach`
     drives a run another process started (``up --detach``)."""
+
+    EXTRA_FILE = EXTRA_FILE
+    LINKS = LINKS
+    PROCESS_PREFIX = "pgaf-"
+    LEADER_WORD = "primary"
 
     def __init__(self, nodes: int = 3, settings: PgafSettings = DEFAULT_SETTINGS, history: Any = None,
                  detached: bool = False, progress: Callable[[str], None] | None = None) -> None:
         if not isinstance(nodes, int) or nodes < 2:
             raise ConfigError(f"a pg_auto_failover topology needs at least 2 data nodes, not {nodes!r}")
-        self.n_nodes = nodes
+        super().__init__(nodes, history, detached, progress, "pgaf-pair" if nodes == 2 else f"pgaf-group{nodes}")
         self.settings = settings
-        self.history = history
-        self.detached = detached
-        self.progress = progress or (lambda msg: None)
-        self.topology = "pgaf-pair" if nodes == 2 else f"pgaf-group{nodes}"
-        self.run_as: RunAs = database_user()
-        self.run_id: str | None = None
-        self.path = Path()
         self.extra: PgafExtra | None = None
-        self._links: ProxiedLinks | None = None
-        self._client: ToxiproxyClient | None = None
 
     # ---------------------------------------------------------------------------- lifecycle
-    def __enter__(self) -> PgafCluster:
-        return self.up()
-
-    def __exit__(self, *exc: object) -> None:
-        self.down()
-
-    @staticmethod
-    def attach(run_id: str, history: Any = None) -> PgafCluster:
-        """Drive the pg_auto_failover run ``run_id`` from this process."""
-        path = run_path(run_id)
-        extra = PgafExtra.from_dict(json.loads((path / EXTRA_FILE).read_text()))
-        state = load_state(path)
-        cluster = PgafCluster(nodes=len(state.nodes), settings=PgafSettings.from_dict(extra.settings),
-                              history=history if history is not None else RunHistory(path),
-                              detached=state.detached)
-        cluster.topology = state.topology
-        cluster.run_id, cluster.path, cluster.extra = run_id, path, extra
-        if state.links.url:
-            cluster._client = ToxiproxyClient(state.links.url, timeout=5)
+    @classmethod
+    def _from_extra(cls, data: dict[str, Any], nodes: int, history: Any, detached: bool) -> PgafCluster:
+        extra = PgafExtra.from_dict(data)
+        cluster = cls(nodes=nodes, settings=PgafSettings.from_dict(extra.settings), history=history,
+                      detached=detached)
+        cluster.extra = extra
         return cluster
 
-    def up(self) -> PgafCluster:
-        """Start the fault proxy, the monitor (with the harness's settings) and every keeper (the first
-        initialises its server, the others clone it), and return once one primary accepts writes and
-        every other node is a streaming secondary. Every process is in the run state from the moment it
-        exists; a failure at any step tears all of it down."""
-        t0 = time.monotonic()
-        versions = check_installed()
-        preflight.check_up("postgres", self.n_nodes)
-        version = server_version()
-        self.run_id = new_run_id()
-        self.path = runs_dir() / self.run_id
-        self.path.mkdir(mode=0o755)
-        self.run_as.chown(self.path)
-        names = [f"n{i + 1}" for i in range(self.n_nodes)]
-        pg_ports = [allocate_port() for _ in names]
-        monitor_port = allocate_port()
-        state = RunState(run=self.run_id, topology=self.topology, engine="postgres", version=version, mode="sync",
-                         mirror_readable=True, created=time.time(), owner_pid=os.getpid(), detached=self.detached,
-                         starting=True, ports=[*pg_ports, monitor_port],
-                         nodes=[NodeState(name=n, role=STANDBY, port=p, client_port=p,
-                                          datadir=str(self.path / n / "data"))
-                                for n, p in zip(names, pg_ports, strict=True)])
-        save_state(self.path, state)
-        if self.history is None and self.detached:  # driven from the command line: the run's own history
-            self.history = RunHistory(self.path, {"run": self.run_id, "topology": self.topology})
-        try:
-            reaper = start_reaper(self.path, os.getpid())
-            self._start_all(names, pg_ports, monitor_port, versions)
-            if self.detached:
-                self._claim_proxy_port()
-                hand_over(load_state(self.path).ports, reaper)
-            self._update_state(lambda s: setattr(s, "starting", False))
-        except BaseException:
-            self.down()
-            raise
-        self._emit("ham.settings", manager="pg_auto_failover", **self.settings.to_dict(), synchronous_mode=True,
-                   failover_bound_s=self.settings.failover_bound_s(), nodes=names, topology=self.topology)
-        self._emit("topology.up", topology=self.topology, seconds=round(time.monotonic() - t0, 3),
-                   leader=self.leader())
-        return self
+    def _check_installed(self) -> dict[str, str]:
+        return check_installed()
 
-    def _claim_proxy_port(self) -> None:
-        """A detached run's background fault-proxy API port joins the run's ports (``down`` frees it)."""
-        from urllib.parse import urlsplit
+    def _allocate_ports(self, names: list[str]) -> list[int]:
+        """The monitor's port."""
+        return [allocate_port()]
 
-        from harness.ports import holder
+    def _settings_fields(self) -> dict[str, Any]:
+        return {"manager": "pg_auto_failover", **self.settings.to_dict(), "synchronous_mode": True,
+                "failover_bound_s": self.settings.failover_bound_s()}
 
-        def add(s: RunState) -> None:
-            port = urlsplit(s.links.url or "").port
-            if port and port not in s.ports and holder(port) == os.getpid():
-                s.ports.append(port)
-        self._update_state(add)
-
-    def _start_all(self, names: list[str], pg_ports: list[int], monitor_port: int, versions: dict[str, str]) -> None:
+    def _start_all(self, names: list[str], pg_ports: list[int], ports: list[int], versions: dict[str, str]) -> None:
+        """The fault proxy, the monitor (with the harness's settings) and every keeper (the first
+        initialises its server, the others clone it); returns once one primary accepts writes and every
+        other node is a streaming secondary."""
+        monitor_port, = ports
         self.progress("starting the fault proxy")
         self._links = start_proxied_links(detached=self.detached, run_dir=self.path, register=self._register)
         self._client = self._links.client
@@ -263,28 +187,12 @@ class PgafCluster:
         for name, pg in zip(names, pg_ports, strict=True):
             upstreams = {"client": f"127.0.0.1:{pg}", "monitor": f"127.0.0.1:{monitor_port}"}
             extra = PgafNodeExtra(name, pg)
-            for kind in LINKS:
-                proxy_name = f"fh-{self.run_id}-{name}" if kind == "client" else f"fh-{self.run_id}-{kind}-{name}"
-                proxy = self._client.create_proxy(proxy_name, upstream=upstreams[kind], listen="127.0.0.1:0",
-                                                  node=name if kind == "client" else f"{name}:{kind}")
-                extra.proxies[kind], extra.listens[kind] = proxy.name, proxy.listen
+            self._proxy_node_links(name, upstreams, extra.proxies, extra.listens)
             nodes.append(extra)
         self.extra = PgafExtra(settings=self.settings.to_dict(), monitor_port=monitor_port, nodes=nodes,
                                versions=versions)
         (self.path / EXTRA_FILE).write_text(json.dumps(self.extra.to_dict(), indent=1))
-        links = self._links
-
-        def wire(s: RunState) -> None:
-            s.links = LinksState(kind="toxiproxy", url=links.client.url, proxy_kind=links.proxy_kind,
-                                 version=links.version, description=links.description,
-                                 # a node's second proxy is its keeper -> monitor link (replication is direct)
-                                 proxies={n.name: ProxyNames(n.proxies["client"], n.listens["client"],
-                                                             n.proxies["monitor"], n.listens["monitor"])
-                                          for n in nodes})
-            for node in s.nodes:
-                host, _, port = self.extra.node(node.name).listens["client"].rpartition(":")  # type: ignore[union-attr]
-                node.client_host, node.client_port = host, int(port)
-        self._update_state(wire)
+        self._wire_links("monitor")  # a node's second proxy is its keeper -> monitor link (replication is direct)
         sock = self.socket_dir
         sock.mkdir(mode=0o755)
         self.run_as.chown(sock)
@@ -307,11 +215,6 @@ class PgafCluster:
         self._create_login(first)
         self.wait_one_leader(timeout=60)
         self.refresh_roles()
-
-    def _register(self, record: ProcessRecord) -> None:
-        def add(s: RunState) -> None:
-            s.processes = [p for p in s.processes if p.pid != record.pid] + [record]
-        self._update_state(add)
 
     def _spawn(self, name: str, argv: list[str], paths: NodePaths, log: Path) -> int:
         runtime = paths.home / "run"  # pg_autoctl's pid file goes here ($XDG_RUNTIME_DIR), else to /tmp
@@ -403,65 +306,25 @@ class PgafCluster:
             if not pid_alive(pid):
                 pidfile.unlink(missing_ok=True)
 
-    def _create_login(self, leader: str) -> None:
-        """The unprivileged test login (random password, 0600 password file in the run; the servers
-        trust loopback, ``--auth trust``) and the harness's probe table (HAM-1's writes)."""
-        password = secrets.token_urlsafe(18)
-        remember(password)
-        with admin_connect(self.socket_dir, self.node_state(leader).port) as conn:
-            conn.execute(f"CREATE ROLE {APP_USER} LOGIN PASSWORD '{password}'")
-            conn.execute(f"CREATE DATABASE {APP_DATABASE} OWNER {APP_USER}")
-            conn.execute("CREATE TABLE ham_probe (id bigserial PRIMARY KEY, node text NOT NULL, t float8 NOT NULL)")
-        write_private_file(self.path / "pgpass", f"*:*:*:{APP_USER}:{password}\n")
+    def _admin_socket_dir(self, name: str) -> Path:
+        return self.socket_dir
 
-    def down(self) -> None:
-        """Stop every process of the run (SIGTERM to every pg_autoctl, which fast-stops its server;
-        whatever is left is killed) and delete the run directory. Safe to call twice."""
-        if not self.run_id:
-            return
-        with contextlib.suppress(Exception):
-            state = load_state(self.path)
-            keepers = [p for p in state.processes if p.name.startswith("pgaf-") and pid_alive(p.pid)]
-            for p in keepers:
-                signal_pid(p.pid, signal.SIGTERM)
-            for n in state.nodes:  # a server whose keeper was killed: fast shutdown
-                pm = self._postmaster_pid(n.name)
-                if pm and not self._keeper_pid(n.name):
-                    signal_pid(pm, signal.SIGINT)
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and (any(pid_alive(p.pid) for p in keepers)
-                                                   or any(self._postmaster_pid(n.name) for n in state.nodes)):
-                time.sleep(0.05)
-        self._emit("topology.down", topology=self.topology)
-        keep_run_history(self.path)
-        if self._links is not None:
-            with contextlib.suppress(Exception):
-                self._links.teardown()
-            self._links = None
-        down_run(self.path)
-        self.run_id = None
+    def _stop_processes(self, state: RunState) -> None:
+        """SIGTERM to every pg_autoctl, which fast-stops its server; a server whose keeper was killed
+        is fast-stopped itself; whatever is left is killed with the run (``down_run``)."""
+        keepers = [p for p in state.processes if p.name.startswith("pgaf-") and pid_alive(p.pid)]
+        for p in keepers:
+            signal_pid(p.pid, signal.SIGTERM)
+        for n in state.nodes:  # a server whose keeper was killed: fast shutdown
+            pm = self._postmaster_pid(n.name)
+            if pm and not self._manager_pid(n.name):
+                signal_pid(pm, signal.SIGINT)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (any(pid_alive(p.pid) for p in keepers)
+                                               or any(self._postmaster_pid(n.name) for n in state.nodes)):
+            time.sleep(0.05)
 
     # ----------------------------------------------------------------------------- state
-    def _update_state(self, change: Callable[[RunState], None]) -> RunState:
-        with locked(self.path):
-            state = load_state(self.path)
-            change(state)
-            save_state(self.path, state)
-        return state
-
-    def state(self) -> RunState:
-        """The run's current state file."""
-        return load_state(self.path)
-
-    def node_state(self, name: str) -> NodeState:
-        """One node's state (UnknownNodeError naming the known nodes otherwise)."""
-        return self.state().node(name)
-
-    @property
-    def names(self) -> list[str]:
-        """The data nodes' names, in creation order."""
-        return [n.name for n in self.state().nodes]
-
     @property
     def socket_dir(self) -> Path:
         """The run's one Unix-socket folder (every server's socket)."""
@@ -477,28 +340,10 @@ class PgafCluster:
         return NodePaths(self.path / name, self.socket_dir)
 
     def _x(self) -> PgafExtra:
-        if self.extra is None:
-            raise InvalidOperation(f"{self.topology} is not started: call up()")
-        return self.extra
+        return super()._x()
 
-    def proxy_name(self, name: str, kind: str) -> str:
-        """The fault-proxy proxy of ``name``'s ``kind`` link (client, monitor)."""
-        if kind not in LINKS:
-            raise ConfigError(f"unknown link {kind!r}; one of {', '.join(LINKS)}")
-        return self._x().node(name).proxies[kind]
-
-    def _postmaster_pid(self, name: str) -> int | None:
-        try:
-            pid = int((self.node_paths(name).pgdata / "postmaster.pid").read_text().splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if pid_alive(pid) else None
-
-    def _keeper_pid(self, name: str) -> int | None:
-        for p in self.state().processes:
-            if p.name == f"pgaf-{name}" and pid_alive(p.pid):
-                return p.pid
-        return None
+    def _datadir(self, name: str) -> Path:
+        return self.node_paths(name).pgdata
 
     def monitor_view(self) -> dict[str, MonitorView]:
         """The monitor's row of every node (reported state, assigned state, health)."""
@@ -508,49 +353,12 @@ class PgafCluster:
         """One observation of ``name`` (:func:`harness.topology.pgaf_probe.probe_node`)."""
         return probe_node(name, self.socket_dir, self.node_state(name).port, self._x().monitor_port)
 
-    def leader(self) -> str | None:
-        """The one node that accepts a write now, or None (none, or more than one)."""
-        writable = [n for n in self.names if self.probe(n).write == "ok"]
-        return writable[0] if len(writable) == 1 else None
-
-    def _leader_quick(self) -> str | None:
-        with contextlib.suppress(Exception):
-            return self.leader()
-        return None
-
-    def refresh_roles(self) -> None:
-        """Write what the servers say into the run state: the primary as principal, postmaster PIDs."""
-        leader = self.leader()
-        pids = {n: self._postmaster_pid(n) for n in self.names}
-
-        def apply(s: RunState) -> None:
-            for node in s.nodes:
-                node.pid = pids.get(node.name)
-                if node.state != KILLED:
-                    node.state = RUNNING if node.pid else node.state
-                if leader is not None:
-                    node.role = PRINCIPAL if node.name == leader else STANDBY
-        self._update_state(apply)
-
     def failover_budget(self) -> float:
         """How long a fault command waits for a new primary: HAM-3's documented bound (detection +
         primary_demote_timeout) plus 30 s for the keepers' steps on a loaded machine."""
         return self.settings.failover_bound_s() + 30
 
     # --------------------------------------------------------------------------- waiting
-    def wait_one_leader(self, timeout: float, exclude: str | None = None) -> str:
-        """Wait until exactly one node accepts writes (not ``exclude``) and return it."""
-        deadline = time.monotonic() + timeout
-        while True:
-            probes = [self.probe(n) for n in self.names]
-            writable = [p.node for p in probes if p.write == "ok"]
-            if len(writable) == 1 and writable[0] != exclude:
-                return writable[0]
-            if time.monotonic() > deadline:
-                seen = "; ".join(p.summary() for p in probes)
-                raise TopologyError(f"no single primary accepting writes within {timeout:.0f} s ({seen})")
-            time.sleep(0.2)
-
     def _wait_monitor_state(self, want: dict[str, tuple[str, ...]], timeout: float) -> None:
         """Wait until the monitor says every node of ``want`` reported (and is assigned) one of its states."""
         deadline = time.monotonic() + timeout
@@ -575,24 +383,6 @@ class PgafCluster:
             if time.monotonic() > deadline:
                 return f"not streaming yet after {timeout:.0f} s ({p.summary()})"
             time.sleep(0.3)
-
-    # -------------------------------------------------------------------------- events
-    def _emit(self, type_: str, **fields: Any) -> None:
-        if self.history is not None:
-            self.history.record(type_, **{"run": self.run_id, **fields})
-
-    def _op(self, op: str, node: str | None, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        leader = self._leader_quick()
-        wall0, t0 = time.time(), time.monotonic()
-        self._emit("ham.op", op=op, node=node, phase="start", leader=leader)
-        result = body()
-        seconds = time.monotonic() - t0
-        self.refresh_roles()
-        new_leader = self._leader_quick()
-        self._emit("ham.op", op=op, node=node, phase="end", leader=new_leader, seconds=round(seconds, 3),
-                   **{k: v for k, v in result.items() if k not in ("leader", "seconds")})
-        return {"fault": op, "node": node, "started": wall0, "seconds": seconds, "principal": new_leader,
-                "previous_principal": leader, **result}
 
     # ---------------------------------------------------------------------- operations
     def _perform(self, action: str, target: str | None) -> str:
@@ -680,10 +470,10 @@ class PgafCluster:
                 kill_group(pgid, timeout=10)
                 continue
             for pid in group_members(pgid):
-                if pid != pm and _ppid(pid) != pm:
+                if pid != pm and parent_pid(pid) != pm:
                     signal_pid(pid, signal.SIGKILL)
             for pid in group_members(pgid):
-                if pid != pm and _ppid(pid) != pm:
+                if pid != pm and parent_pid(pid) != pm:
                     wait_gone(pid, timeout=10)
         self._update_state(lambda s: setattr(s, "processes", [p for p in s.processes if p.name != f"pgaf-{name}"]))
 
@@ -698,19 +488,12 @@ class PgafCluster:
         if self._postmaster_pid(name):
             raise TopologyError(f"the postmaster of {name} (pid {pm}) survived SIGKILL")
 
-    def _set_node(self, name: str, state: str) -> None:
-        def apply(s: RunState) -> None:
-            s.node(name).state = state
-            if state == KILLED:
-                s.node(name).pid = None
-        self._update_state(apply)
-
     def start(self, name: str, wait: bool = True) -> dict[str, Any]:
         """Start the pg_autoctl of ``name`` again (``pg_autoctl run``: it starts or adopts the server and
         rejoins, with pg_rewind when it diverged: HAM-6). With ``wait``, returns once the monitor has
         it as a secondary or the primary again."""
         def body() -> dict[str, Any]:
-            if self._keeper_pid(name):
+            if self._manager_pid(name):
                 raise InvalidOperation(f"pg_autoctl of {name} is running already")
             since = time.time()
             pid = self._spawn_keeper(name, create=False)
@@ -734,19 +517,6 @@ class PgafCluster:
                     time.sleep(0.2)
             return {}
         return self._op("start", name, body)
-
-    def cut(self, name: str, kind: str) -> None:
-        """Cut ``name``'s ``kind`` link (client, monitor): its proxy is disabled (open connections drop,
-        new ones are refused)."""
-        assert self._client is not None
-        self._client.disable_proxy(self.proxy_name(name, kind))
-        self._emit(f"ham.{kind}.cut", node=name, was_leader=self._leader_quick() == name)
-
-    def heal(self, name: str, kind: str) -> None:
-        """Restore ``name``'s ``kind`` link."""
-        assert self._client is not None
-        self._client.enable_proxy(self.proxy_name(name, kind))
-        self._emit(f"ham.{kind}.heal", node=name)
 
     def partition_monitor(self, name: str, hold: float | None = None) -> dict[str, Any]:
         """Cut ``name``'s keeper from the monitor (the monitor's health checks and replication, direct
@@ -794,15 +564,6 @@ class PgafCluster:
             return [partial(probe_node, n.name, self.socket_dir, n.port, monitor_port) for n in self.state().nodes]
         return Observer(probes, history if history is not None else self.history)
 
-    def dsn(self, target_session_attrs: str = "read-write") -> str:
-        """A libpq multi-host connection string over every node's client proxy for the test login
-        (its password in the run's 0600 password file), so a client finds the primary itself."""
-        state = self.state()
-        hosts = ",".join(n.client_host for n in state.nodes)
-        ports = ",".join(str(n.client_port) for n in state.nodes)
-        return (f"host={hosts} port={ports} dbname={APP_DATABASE} user={APP_USER} passfile={self.path / 'pgpass'} "
-                f"target_session_attrs={target_session_attrs} connect_timeout=2")
-
     def describe(self) -> dict[str, Any]:
         """The CLI JSON shape: run, topology, settings, monitor, nodes with their addresses and proxies."""
         x = self._x()
@@ -823,12 +584,3 @@ class PgafCluster:
     def monitor_address(self) -> str:
         """The monitor's own address (the harness's requests; the keepers use their proxies)."""
         return monitor_uri(f"127.0.0.1:{self._x().monitor_port}")
-
-
-def _ppid(pid: int) -> int:
-    """The parent of ``pid`` (0 when gone)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(raw[raw.rfind(")") + 2:].split()[1])

@@ -10,12 +10,12 @@ The ``ham.probe`` event has the fields of a Patroni observation with ``api_prima
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
+from harness.history.server_observation import ServerObservation
 from harness.topology.pgaf_conf import MONITOR_DB
 from harness.topology.server_probe import server_view
 
@@ -31,15 +31,10 @@ class MonitorView:
 
 
 @dataclass(frozen=True)
-class PgafProbe:
-    """One observation of ``node`` between ``t`` and ``t_end`` (time.monotonic())."""
+class PgafProbe(ServerObservation):
+    """One observation of ``node`` between ``t`` and ``t_end`` (time.monotonic()): the server's, then
+    the monitor's row of it."""
 
-    node: str
-    t: float
-    t_end: float
-    recovery: bool | None
-    write: str | None
-    timeline: int | None
     streaming: bool | None
     monitor_state: str | None
     monitor_goal: str | None
@@ -48,14 +43,9 @@ class PgafProbe:
     api_primary: int | None = None
     api_replica: int | None = None
 
-    def fields(self) -> dict[str, Any]:
-        """The ``ham.probe`` event's fields (``t`` is the event's own)."""
-        return {k: v for k, v in asdict(self).items() if k != "t"}
-
     def summary(self) -> str:
         """One line for error messages."""
-        role = {True: "replica", False: "primary", None: "down"}[self.recovery]
-        return f"{self.node} {role} write={self.write} monitor={self.monitor_state}/{self.monitor_goal}"
+        return f"{self.node} {self.role} write={self.write} monitor={self.monitor_state}/{self.monitor_goal}"
 
 
 def monitor_states(socket_dir: Path, port: int) -> dict[str, MonitorView]:

@@ -167,7 +167,7 @@ def group_members(pgid: int) -> list[int]:
                 continue
             if st[0] not in ("Z", "X"):
                 members.append(pid)
-            elif pid not in _CHILDREN and _ppid(pid) == me:
+            elif pid not in _CHILDREN and parent_pid(pid) == me:
                 try:
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
@@ -175,7 +175,8 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def _ppid(pid: int) -> int:
+def parent_pid(pid: int) -> int:
+    """The parent of ``pid`` (0 when gone; ``/proc/PID/stat`` field 4)."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

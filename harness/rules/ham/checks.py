@@ -25,6 +25,7 @@ from harness.rules.ham.model import (
     PGAF_STANDBY_STATES,
     ROLE_EVENTS,
     Observation,
+    leader_cuts,
     observations,
     of_type,
     settings,
@@ -109,14 +110,11 @@ def check_dcs_loss_demotion_window(events: Sequence[Event], *, tolerance_s: floa
                         f"HAM-2 is Patroni's DCS rule; this run's manager is {s.manager}")
     expected = (f"a leader cut from the DCS stops accepting writes between retry_timeout ({s.retry_timeout:g} s) "
                 f"and ttl ({s.ttl:g} s) after the cut; not at all for a cut shorter than retry_timeout")
-    cuts = [e for e in of_type(events, "ham.dcs.cut") if e.get("was_leader")]
-    heals = of_type(events, "ham.dcs.heal")
     judged: list[str] = []
     bad: list[Violation] = []
     not_judged: list[str] = []
-    for cut in cuts:
+    for cut, heal in leader_cuts(events, "dcs"):
         node = str(cut.get("node"))
-        heal = next((h for h in heals if h.get("node") == node and h.t >= cut.t), None)
         obs = observations(events, node)
         last_ok, first_not = _demotion(obs, cut.t)
         if heal is not None and heal.t - cut.t < s.retry_timeout - tolerance_s:  # a short cut
@@ -358,15 +356,12 @@ def check_monitor_loss_alone_keeps_the_primary(events: Sequence[Event]) -> Verdi
     A cut during which no standby was observed streaming is not judged."""
     rule_id = "HAM-7"
     expected = "a primary cut only from the monitor, its standbys streaming, stays up and out of recovery"
-    cuts = [e for e in of_type(events, "ham.monitor.cut") if e.get("was_leader")]
-    heals = of_type(events, "ham.monitor.heal")
     obs = observations(events)
     judged: list[str] = []
     bad: list[Violation] = []
     not_judged: list[str] = []
-    for cut in cuts:
+    for cut, heal in leader_cuts(events, "monitor"):
         node = str(cut.get("node"))
-        heal = next((h for h in heals if h.get("node") == node and h.t >= cut.t), None)
         end = heal.t if heal is not None else max((o.t_end for o in obs), default=cut.t)
         inside = [o for o in obs if o.t >= cut.t and o.t_end <= end]
         mine = [o for o in inside if o.node == node]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.history.core import Event
+from harness.history.server_observation import ServerObservation
 
 PROBE = "ham.probe"
 SETTINGS = "ham.settings"
@@ -44,16 +45,10 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class Observation:
-    """One ``ham.probe`` event."""
+class Observation(ServerObservation):
+    """One ``ham.probe`` event (its server fields, :class:`ServerObservation`; then what the manager said)."""
 
     index: int
-    node: str
-    t: float
-    t_end: float
-    recovery: bool | None
-    write: str | None
-    timeline: int | None
     api_primary: int | None
     api_replica: int | None
     streaming: bool | None
@@ -107,9 +102,10 @@ def settings(events: Sequence[Event]) -> Settings | None:
 
 def observations(events: Sequence[Event], node: str | None = None) -> list[Observation]:
     """Every ``ham.probe`` (of ``node`` only, when given), in time order (ties by index)."""
-    out = [Observation(e.index, str(e.get("node")), e.t, float(e.get("t_end", e.t)), e.get("recovery"),
-                       e.get("write"), e.get("timeline"), e.get("api_primary"), e.get("api_replica"),
-                       e.get("streaming"), e.get("monitor_state"))
+    out = [Observation(node=str(e.get("node")), t=e.t, t_end=float(e.get("t_end", e.t)), recovery=e.get("recovery"),
+                       write=e.get("write"), timeline=e.get("timeline"), index=e.index,
+                       api_primary=e.get("api_primary"), api_replica=e.get("api_replica"),
+                       streaming=e.get("streaming"), monitor_state=e.get("monitor_state"))
            for e in events if e.type == PROBE and (node is None or e.get("node") == node)]
     return sorted(out, key=lambda o: (o.t, o.index))
 
@@ -117,6 +113,15 @@ def observations(events: Sequence[Event], node: str | None = None) -> list[Obser
 def of_type(events: Sequence[Event], type_: str) -> list[Event]:
     """The events of one type, in time order."""
     return sorted((e for e in events if e.type == type_), key=lambda e: (e.t, e.index))
+
+
+def leader_cuts(events: Sequence[Event], kind: str) -> list[tuple[Event, Event | None]]:
+    """Every cut of a leader's ``kind`` link (``ham.<kind>.cut`` with ``was_leader``; HAM-2 ``dcs``,
+    HAM-7 ``monitor``), in time order, with its heal: the node's first ``ham.<kind>.heal`` at or
+    after the cut (same timestamp included), or None while it lasts."""
+    heals = of_type(events, f"ham.{kind}.heal")
+    return [(cut, next((h for h in heals if h.get("node") == str(cut.get("node")) and h.t >= cut.t), None))
+            for cut in of_type(events, f"ham.{kind}.cut") if cut.get("was_leader")]
 
 
 @dataclass(frozen=True)
