@@ -4,6 +4,8 @@ included, and a ``ham.probe`` event read back into the fields the probes wrote."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.history.core import Event
 from harness.rules.ham.model import leader_cuts, observations
 
@@ -40,3 +42,14 @@ def test_a_probe_event_reads_back_as_the_server_said_in_time_order_ties_by_index
                                                              (1.0, 1, "n1", "primary")]
     assert obs[2].writable and obs[2].timeline == 2 and obs[2].t_end == 1.5
     assert not obs[0].up and not obs[1].writable
+
+
+def test_a_managers_log_tail_is_one_line_of_its_last_lines(tmp_path: Path) -> None:
+    """A harness error names the last lines of the manager's log (``down`` removes the run folder)."""
+    from harness.topology.manager_cluster import log_tail
+
+    log = tmp_path / "pg_autoctl.log"
+    log.write_text("".join(f"line {i}\n" for i in range(20)))
+    assert log_tail(log, lines=3) == "line 17 | line 18 | line 19"
+    assert log_tail(log, lines=3, chars=7) == "line 19"
+    assert log_tail(tmp_path / "missing.log") == "no log"

@@ -4,11 +4,12 @@ process.start_ticks): a process that ended on its own may hand its PID to a stra
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
-from harness.topology.process import pid_alive, same_process, start_ticks
+from harness.topology.process import children_of, pid_alive, same_process, start_ticks
 from harness.topology.run import down_run, load_state, record_process, save_state
 from harness.topology.state import RunState
 
@@ -87,3 +88,15 @@ def test_start_ticks_of_no_process_is_none() -> None:
     proc.wait()
     assert start_ticks(proc.pid) is None or not pid_alive(proc.pid)
     assert start_ticks(None) is None and not same_process(None, None)
+
+
+def test_children_of_lists_live_children_only() -> None:
+    """``children_of`` (a machine loss kills a postmaster's children with it) sees a live child, not an
+    exited one."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in children_of(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in children_of(os.getpid())

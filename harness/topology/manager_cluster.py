@@ -53,6 +53,16 @@ class NamedNode(Protocol):
     name: str
 
 
+def log_tail(log: Path, lines: int = 6, chars: int = 1200) -> str:
+    """The last ``lines`` lines of a manager's log joined on one line (at most ``chars``), or ``no log``: a
+    harness error names them since ``down`` removes the run folder that holds the log."""
+    try:
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "no log"
+    return tail[-chars:]
+
+
 def refuse_backend(backend: str, capability: str) -> None:
     """A manager topology runs where its capability row says (local only): on another backend a
     ConfigError with the capability table's one-line reason."""

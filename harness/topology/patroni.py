@@ -36,7 +36,7 @@ from harness.errors import ConfigError, InvalidOperation, MissingDependencyError
 from harness.ports import allocate_port
 from harness.redact import remember
 from harness.topology import patroni_rest as rest
-from harness.topology.manager_cluster import ManagerCluster, has_run_file, node_named, refuse_backend
+from harness.topology.manager_cluster import ManagerCluster, has_run_file, log_tail, node_named, refuse_backend
 from harness.topology.patroni_conf import Logins, NodeAddresses, etcd_argv, node_config, write_node_config
 from harness.topology.patroni_probe import Observer, Probe, observer, probe_node
 from harness.topology.patroni_settings import DEFAULT_TIMING, PatroniTiming
@@ -305,12 +305,8 @@ class PatroniCluster(ManagerCluster):
         while rest.status(self.api_address(name), "/replica") != 200:
             if time.monotonic() > deadline:
                 log = self.path / name / "patroni.log"
-                try:
-                    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
-                except OSError:
-                    tail = "no log"
                 raise TopologyError(f"{name} is not a streaming replica after {timeout:.0f} s "
-                                    f"(see {log}; its last lines: {tail[-1200:]})")
+                                    f"(see {log}; its last lines: {log_tail(log)})")
             time.sleep(0.2)
 
     def sync_standby(self) -> str | None:

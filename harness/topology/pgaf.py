@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.errors import ConfigError, InvalidOperation, MissingDependencyError, TopologyError
 from harness.ports import allocate_port
-from harness.topology.manager_cluster import ManagerCluster, has_run_file, node_named, refuse_backend
+from harness.topology.manager_cluster import ManagerCluster, has_run_file, log_tail, node_named, refuse_backend
 from harness.topology.pgaf_conf import (
     FORMATION,
     GROUP,
@@ -50,6 +50,7 @@ from harness.topology.pgaf_probe import MonitorView, PgafProbe, monitor_states, 
 from harness.topology.pgaf_settings import DEFAULT_SETTINGS, PgafSettings
 from harness.topology.postgres import APP_DATABASE, APP_USER, admin_connect, pg_bindir
 from harness.topology.process import (
+    children_of,
     group_members,
     kill_group,
     parent_pid,
@@ -478,12 +479,18 @@ class PgafCluster(ManagerCluster):
         self._update_state(lambda s: setattr(s, "processes", [p for p in s.processes if p.name != f"pgaf-{name}"]))
 
     def _kill_postmaster(self, name: str) -> None:
-        """SIGKILL the node's postmaster (when its keeper's group did not take it) and wait until it is
-        gone; its children notice the postmaster's death and exit by themselves."""
+        """SIGKILL the node's postmaster (when its keeper's group did not take it) and its children with
+        it - a machine loss takes every process of the node: a backend left behind would hold the old
+        shared memory, and the server the keeper starts again would refuse to start beside it - and wait
+        until they are gone."""
         pm = self._postmaster_pid(name)
         if not pm:
             return
-        signal_pid(pm, signal.SIGKILL)
+        children = children_of(pm)
+        for pid in (pm, *children):
+            signal_pid(pid, signal.SIGKILL)
+        for pid in children:
+            wait_gone(pid, timeout=10)
         wait_gone(pm, timeout=10)
         if self._postmaster_pid(name):
             raise TopologyError(f"the postmaster of {name} (pid {pm}) survived SIGKILL")
@@ -512,8 +519,9 @@ class PgafCluster(ManagerCluster):
                             and (row.reported_at or 0) > since):  # reported by the new pg_autoctl
                         break
                     if time.monotonic() > deadline:
-                        raise TopologyError(f"{name} did not rejoin within 120 s ({p.summary()}; see "
-                                            f"{self.node_paths(name).home / 'pg_autoctl.log'})")
+                        log = self.node_paths(name).home / "pg_autoctl.log"
+                        raise TopologyError(f"{name} did not rejoin within 120 s ({p.summary()}; see {log}; its "
+                                            f"last lines: {log_tail(log, lines=12, chars=2400)})")
                     time.sleep(0.2)
             return {}
         return self._op("start", name, body)

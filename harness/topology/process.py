@@ -184,6 +184,12 @@ def parent_pid(pid: int) -> int:
     return int(raw[raw.rfind(")") + 2:].split()[1])
 
 
+def children_of(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (a postmaster's backends and auxiliary processes)."""
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and parent_pid(int(e.name)) == pid
+            and (_stat(int(e.name)) or ("X",))[0] not in ("Z", "X")]
+
+
 def signal_group(pgid: int, sig: int) -> None:
     """Send ``sig`` to every process of group ``pgid`` (no error if the group is gone)."""
     try:
