@@ -69,6 +69,17 @@ def test_cli_up_faults_down_on_pgaf_pair() -> None:
         result = json.loads(out.stdout)
         assert result["previous_principal"] == leaders[0] and result["principal"] not in (None, leaders[0])
         new = result["principal"]
+        # the next fault starts from a settled formation (both nodes at their goal, primary + secondary): a kill
+        # of the new primary before that was twice followed, in make test, by a restart that never demoted
+        # (docs/ha-managers.md, known gaps of pg_auto_failover)
+        deadline = time.monotonic() + 90
+        while True:
+            st = _run("status", "--run", run, "--json", timeout=60)
+            nodes = json.loads(st.stdout)["nodes"] if st.returncode == 0 else []
+            if sorted(str(n.get("monitor_state")) for n in nodes) == ["primary", "secondary"]:
+                break
+            assert time.monotonic() < deadline, st.stdout[-2000:] + st.stderr[-2000:]
+            time.sleep(1)
         out = _run("fault", "--run", run, "kill", new, "--json")
         assert out.returncode == 0, out.stderr[-2000:]
         killed = json.loads(out.stdout)
